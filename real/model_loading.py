@@ -1,0 +1,119 @@
+"""Resolving model names: ``tiny:<kind>`` test models, local checkpoints, or Hugging Face ids.
+
+Configs are read first (cheap), so a missing model, a non-MoE target or a vocabulary mismatch is
+reported before any weights are loaded. Every problem raises :class:`traces.errors.TraceError`
+naming the argument (``target``, ``draft``, ``tokenizer``) and what was wrong.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from real.router_hooks import find_moe_layers
+from real.tiny_models import TINY_KINDS, build_tiny, tiny_config
+from traces.errors import TraceError
+
+TINY_PREFIX = "tiny:"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def is_tiny(name: str) -> bool:
+    """Whether ``name`` names a built-in tiny model (``tiny:qwen3_moe`` ...)."""
+    return str(name).startswith(TINY_PREFIX)
+
+
+def _tiny_kind(name: str, arg: str) -> str:
+    kind = name[len(TINY_PREFIX):]
+    if kind not in TINY_KINDS:
+        choices = ", ".join(TINY_PREFIX + k for k in TINY_KINDS)
+        raise TraceError(name, arg, f"unknown tiny model; choose one of {choices}")
+    return kind
+
+
+def _looks_local(name: str) -> bool:
+    """A name that can only be a filesystem path (absolute, relative with ./ or ~, or a/b/c)."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
+
+
+def load_config(name: str, arg: str = "target"):
+    """The transformers config of ``name``; raises ``TraceError`` if it cannot be found."""
+    if is_tiny(name):
+        return tiny_config(_tiny_kind(name, arg))
+    from transformers import AutoConfig
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise TraceError(name, arg, "folder has no config.json (not a Hugging Face checkpoint)")
+        return AutoConfig.from_pretrained(path)
+    if _looks_local(name):
+        raise TraceError(name, arg, "no such model path")
+    try:
+        return AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        raise TraceError(name, arg, "neither a local path nor a loadable Hugging Face model id "
+                                    f"(offline and not in the local cache?): {exc}") from None
+
+
+def moe_shape(config, name: str, arg: str = "target") -> dict:
+    """``n_experts``, ``top_k`` and ``n_shared_experts`` of an MoE config; error if it is dense."""
+    text = config.get_text_config()
+    n_experts = next((getattr(text, a) for a in ("num_experts", "n_routed_experts", "num_local_experts")
+                      if getattr(text, a, None)), None)
+    top_k = getattr(text, "num_experts_per_tok", None)
+    if not n_experts or not top_k:
+        raise TraceError(name, arg, f"not a mixture-of-experts model ({type(config).__name__} has no "
+                                    "routed experts); the target must be MoE")
+    return {"n_experts": int(n_experts), "top_k": int(top_k),
+            "n_shared_experts": int(getattr(text, "n_shared_experts", 0) or 0)}
+
+
+def vocab_size(config) -> int:
+    """Vocabulary size (rows of the embedding table) of a config."""
+    return int(config.get_text_config().vocab_size)
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    """``float32`` / ``bfloat16`` / ``float16`` to a torch dtype; ``TraceError`` otherwise."""
+    if name not in DTYPES:
+        raise TraceError(name, "dtype", f"choose one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def load_model(name: str, dtype: torch.dtype, device: str, seed: int = 0):
+    """Load ``name`` for inference (eval mode) on ``device``; tiny models are built from ``seed``."""
+    if is_tiny(name):
+        return build_tiny(_tiny_kind(name, "model"), seed=seed, dtype=dtype).to(device)
+    from transformers import AutoModelForCausalLM
+    path = Path(name).expanduser()
+    source = str(path) if path.exists() else name
+    if device == "auto":
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, device_map="auto")
+    else:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device)
+    return model.eval()
+
+
+def load_tokenizer(name: str):
+    """The tokenizer saved with checkpoint (or Hub id) ``name``."""
+    from transformers import AutoTokenizer
+    path = Path(name).expanduser()
+    try:
+        return AutoTokenizer.from_pretrained(str(path) if path.exists() else name)
+    except (OSError, ValueError) as exc:
+        raise TraceError(name, "tokenizer", f"cannot load a tokenizer: {exc}") from None
+
+
+def moe_summary(model) -> dict:
+    """MoE layout of a loaded model: MoE layer ids, dense layer count, shared experts."""
+    moe = find_moe_layers(model)
+    if not moe:
+        raise TraceError(type(model).__name__, "target", "the loaded model has no MoE router (mlp.gate)")
+    n_total = len(model.model.layers)
+    mlp = model.model.layers[moe[0][0]].mlp
+    shared = getattr(model.config.get_text_config(), "n_shared_experts", None)
+    if shared is None:
+        shared = 1 if hasattr(mlp, "shared_expert") else 0
+    return {"moe_layer_ids": [i for i, _ in moe], "n_layers": len(moe),
+            "n_dense_layers": n_total - len(moe), "n_shared_experts": int(shared)}

@@ -1,0 +1,1 @@
+"""The simulator: hardware and model specs, cost model, expert cache, SimPy engine, policies, CLI."""

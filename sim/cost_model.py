@@ -1,0 +1,120 @@
+"""The cost model: the only place that turns bytes and FLOPs into seconds.
+
+Every time is a roofline, ``max(bytes / (bandwidth * eff), flops / (rate * eff)) + overhead``, with
+the rates and efficiencies of :class:`sim.config.HardwareSpec` (each with its source in
+``conf/hardware``). Tables measured by ``python -m real profile`` (``hardware.tables``) override the
+roofline for expert times and transfers: ``gpu_expert_us[n]`` / ``cpu_expert_us[n]`` by tokens
+``n = 0..N`` and ``transfer_us`` for one expert.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.config import DraftSpec, HardwareSpec, ModelSpec
+from sim.policies.base import CostTable
+
+GB, US, GIB = 1e9, 1e-6, 2 ** 30
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds for every operation of an offloaded MoE decode step on one machine.
+
+    ``cpu_scale`` multiplies the CPU's sustained rates (kTransformers' optimised CPU kernels);
+    ``n_max`` is the largest per-expert token count tabulated (beyond it, linear extrapolation).
+    """
+
+    hw: HardwareSpec
+    model: ModelSpec
+    draft: DraftSpec
+    cpu_scale: float = 1.0
+    n_max: int = 64
+
+    # --- experts -------------------------------------------------------------------------
+    @property
+    def expert_bytes(self) -> int:
+        return self.model.expert_bytes
+
+    def _expert_flops(self, n):
+        return 2.0 * self.model.expert_params * np.asarray(n, dtype=float)
+
+    def gpu_expert_table(self) -> np.ndarray:
+        """GPU seconds for one expert with n = 0..n_max tokens (weights read from VRAM)."""
+        t = self.hw.tables or {}
+        if "gpu_expert_us" in t:
+            return np.asarray(t["gpu_expert_us"], dtype=float)[: self.n_max + 1] * US
+        hw, n = self.hw, np.arange(self.n_max + 1)
+        mem = self.expert_bytes / (hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff)
+        fl = self._expert_flops(n) / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
+        return np.where(n > 0, np.maximum(mem, fl) + hw.gpu_kernel_us * US, 0.0)
+
+    def cpu_expert_table(self) -> np.ndarray:
+        """CPU seconds for one expert with n = 0..n_max tokens (weights read from host DRAM)."""
+        t = self.hw.tables or {}
+        if "cpu_expert_us" in t:
+            return np.asarray(t["cpu_expert_us"], dtype=float)[: self.n_max + 1] * US / self.cpu_scale
+        hw, n = self.hw, np.arange(self.n_max + 1)
+        mem = self.expert_bytes / (hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff * self.cpu_scale)
+        fl = self._expert_flops(n) / (hw.cpu_tflops * 1e12 * hw.cpu_flops_eff * self.cpu_scale)
+        return np.where(n > 0, np.maximum(mem, fl) + hw.cpu_expert_us * US, 0.0)
+
+    def transfer_s(self) -> float:
+        """One expert host->device over PCIe (pinned)."""
+        t = self.hw.tables or {}
+        if "transfer_us" in t:
+            return float(t["transfer_us"]) * US
+        return self.hw.pcie_latency_us * US + self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
+
+    def stream_s(self, n: int) -> float:
+        """GPU time for one expert whose weights are read over PCIe by the kernel (UVA): link-bound."""
+        return max(self.expert_bytes / (self.hw.pcie_h2d_gbs * GB), float(self._expert_flops(n))
+                   / (self.hw.gpu_tflops * 1e12 * self.hw.gpu_flops_eff)) + self.hw.gpu_kernel_us * US
+
+    # --- non-expert parts -------------------------------------------------------------------
+    def layer_fixed_s(self, n_tokens: int, context: int) -> float:
+        """Attention, router and shared experts of one MoE layer on the GPU for ``n_tokens`` tokens."""
+        hw, m = self.hw, self.model
+        bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
+        shared = m.n_shared_experts * m.expert_params
+        weight_bytes = (m.attn_params_per_layer + m.hidden * m.n_experts + shared) * m.bytes_per_param
+        kv_bytes = context * m.kv_bytes_per_token / max(1, m.n_layers + m.n_dense_layers)
+        flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
+        compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
+        kernels = 8 + (3 if shared else 0)  # norms, qkv, rope, attention, o, router, topk, combine
+        return max((weight_bytes + kv_bytes) / bw, compute) + kernels * hw.gpu_kernel_us * US
+
+    def step_fixed_s(self, n_tokens: int) -> float:
+        """Per target forward: embeddings, dense layers, final norm, lm_head, host overhead."""
+        hw, m = self.hw, self.model
+        bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
+        dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * 10944)
+        lm = (m.lm_head_params + dense) * m.bytes_per_param
+        flops = 2.0 * n_tokens * (m.lm_head_params + dense)
+        return max(lm / bw, flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)) + hw.step_overhead_us * US
+
+    def draft_token_s(self, context: int) -> float:
+        """One draft forward of one token (GEMV over all draft weights, plus its KV cache)."""
+        d, hw = self.draft, self.hw
+        if d.params <= 0:
+            return 0.0
+        bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
+        byts = d.weight_bytes + context * d.kv_bytes_per_token
+        return byts / bw + d.n_layers * 8 * hw.gpu_kernel_us * US + hw.step_overhead_us * US * 0.5
+
+    def layer_sync_s(self) -> float:
+        """Joining CPU and GPU partial results of a layer (only when CPU experts ran)."""
+        return self.hw.layer_sync_us * US
+
+    def cost_table(self, gamma: int, context: int) -> CostTable:
+        """The numbers a policy may use to decide (pure data)."""
+        n = max(1, gamma + 1)
+        return CostTable(
+            gpu_expert_s=self.gpu_expert_table(),
+            cpu_expert_s=self.cpu_expert_table(),
+            transfer_s=self.transfer_s(),
+            layer_fixed_s=self.layer_fixed_s(n, context),
+            draft_phase_s=gamma * self.draft_token_s(context),
+            expert_bytes=self.expert_bytes,
+        )

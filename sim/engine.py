@@ -1,0 +1,246 @@
+"""The SimPy engine: offloaded MoE decoding, autoregressive or speculative, driven by a policy.
+
+The engine owns the clock (Vidur's split): one decode process walks the schedule step by step and
+layer by layer, a :class:`sim.link.Link` process moves experts over PCIe, and the policy is asked
+for decisions at the protocol points of :mod:`sim.policies.base`. Per step (SD): the draft phase
+(gamma draft forwards on the GPU, the link free for prefetches), the target's fixed part
+(embeddings, lm_head, host overhead), then every MoE layer: attention and router on the GPU, the
+policy's placement, the GPU's experts (resident first, then each fetched one when it lands) and the
+CPU's experts run concurrently, and the layer ends when both are done (plus a join when the CPU
+took part). Autoregressive decoding is the same with gamma = 0.
+
+Time only advances through ``env.timeout``; every duration comes from :class:`sim.cost_model.CostModel`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from sim.cost_model import CostModel
+from sim.expert_cache import CacheError, ExpertCache
+from sim.link import Link
+from sim.metrics import Counters
+from sim.policies.base import CPU, FETCH, GPU, STREAM, Policy, PolicyContext
+from sim.signals import DRAFT_ACCURACY, NEXT_LAYER_ACCURACY, LazySignals
+from traces.windows import Schedule
+
+MAX_PREFETCH_TRIES = 256
+
+
+class Engine:
+    """One simulated run of ``policy`` over ``schedule`` on the machine of ``cost``.
+
+    ``context0`` is the prompt length (the KV cache grows from it). With ``timeline=True`` every
+    busy interval is kept in :attr:`events` as ``(lane, label, start_s, end_s)`` for export.
+    """
+
+    def __init__(self, cost: CostModel, policy: Policy, cache: ExpertCache, schedule: Schedule,
+                 ctx: PolicyContext, *, context0: int = 256, seed: int = 0, timeline: bool = False):
+        self.env = simpy.Environment()
+        self.cost, self.policy, self.cache, self.sched, self.ctx = cost, policy, cache, schedule, ctx
+        self.gpu_tab = cost.gpu_expert_table()
+        self.cpu_tab = cost.cpu_expert_table()
+        if len(self.gpu_tab) <= int(schedule.counts.max(initial=0)):
+            raise ValueError("cost tables are shorter than the largest per-expert token count")
+        self.transfer_s = cost.transfer_s()
+        self.context0, self.rng = context0, np.random.default_rng(seed)
+        self.c = Counters()
+        self.prefetched = np.zeros((cache.n_layers, cache.n_experts), dtype=bool)
+        self.events: list | None = [] if timeline else None
+        self.link = Link(self.env, self)
+        self.next_acc = getattr(policy, "next_layer_accuracy", NEXT_LAYER_ACCURACY)
+        self.draft_acc = getattr(policy, "draft_accuracy", DRAFT_ACCURACY)
+
+    # --- running ------------------------------------------------------------------------------
+    def run(self) -> Counters:
+        """Simulate the whole schedule; returns the filled :class:`sim.metrics.Counters`."""
+        for layer, expert in self.policy.initial_residency():
+            self.cache.load(layer, expert)
+        self.link.prefetch_enabled = getattr(self.policy, "overlap", True)
+        done = self.env.process(self._decode())
+        self.env.run(until=done)
+        self.c.decode_s = self.env.now
+        self.c.pcie_busy_s = self.link.busy_s
+        return self.c
+
+    def _mark(self, lane: str, label: str, start: float, end: float) -> None:
+        if self.events is not None and end > start:
+            self.events.append((lane, label, start, end))
+
+    def _decode(self):
+        env, sched, cost, pol = self.env, self.sched, self.cost, self.policy
+        context = self.context0
+        for s in range(sched.n_steps):
+            t_step = env.now
+            signals = LazySignals(sched.counts, s, self.rng, self.next_acc, self.draft_acc)
+            pol.on_step_start(s, signals, self.cache)
+            self.link.wake()
+            if not self.link.prefetch_enabled:
+                yield from self._drain()
+            n = int(sched.n_verify[s])
+            if sched.gamma > 0:
+                d = sched.gamma * cost.draft_token_s(context)
+                yield from self._gpu_fixed(d, "draft", "draft_s")
+            yield from self._gpu_fixed(cost.step_fixed_s(n), "embed+lm_head", "step_fixed_s")
+            attention = cost.layer_fixed_s(n, context)
+            for layer in range(self.cache.n_layers):
+                yield from self._layer(s, layer, attention, signals)
+            context += int(sched.produced[s])
+            self.c.tokens += int(sched.produced[s])
+            self.c.steps += 1
+            self.c.step_s.append(env.now - t_step)
+
+    def _gpu_fixed(self, dur: float, label: str, counter: str):
+        start = self.env.now
+        yield self.env.timeout(dur)
+        self.c.gpu_busy_s += dur
+        setattr(self.c, counter, getattr(self.c, counter) + dur)
+        self._mark("GPU", label, start, self.env.now)
+
+    def _layer(self, s: int, layer: int, attention: float, signals: LazySignals):
+        env, cache, c = self.env, self.cache, self.c
+        t0 = env.now
+        cache.pinned[layer] = True
+        self.policy.on_layer_start(layer, cache)
+        yield env.timeout(attention)
+        self._mark("GPU", f"L{layer} attn", t0, env.now)
+        counts = self.sched.counts[s, layer]
+        signals.layer = layer
+        placement = self.policy.place(layer, counts, signals, cache)
+        gpu_now, cpu_t, waits = self._dispatch(layer, counts, placement)
+        t1 = env.now
+        if waits:
+            if gpu_now:
+                yield env.timeout(gpu_now)
+            for ev, g in waits:
+                if not ev.processed:
+                    yield ev
+                if g:
+                    yield env.timeout(g)
+                gpu_now += g
+            gpu_end = env.now
+            if t1 + cpu_t > gpu_end:
+                yield env.timeout(t1 + cpu_t - gpu_end)
+        else:
+            gpu_end = t1 + gpu_now
+            yield env.timeout(max(gpu_now, cpu_t))
+        c.gpu_busy_s += attention + gpu_now
+        c.cpu_busy_s += cpu_t
+        self._mark("GPU", f"L{layer} experts", t1, gpu_end)
+        if cpu_t > 0:
+            self._mark("CPU", f"L{layer} experts", t1, t1 + cpu_t)
+            c.bubble_s += abs(gpu_end - (t1 + cpu_t))
+            sync = self.cost.layer_sync_s()
+            yield env.timeout(sync)
+        cache.pinned[layer] = False
+        self.policy.on_layer_end(layer, counts, cache)
+        self.link.wake()
+        c.layer_s.append(env.now - t0)
+        if not self.link.prefetch_enabled:
+            yield from self._drain()
+
+    def _dispatch(self, layer: int, counts: np.ndarray, placement):
+        """Apply a placement: tally hits, start demand transfers; returns (gpu_s, cpu_s, waits)."""
+        cache, c = self.cache, self.c
+        req = np.flatnonzero(counts)
+        n = counts[req]
+        where = np.asarray(placement.where)[req]
+        res = cache.resident[layer, req]
+        c.requests += req.size
+        c.hits += int(res.sum())
+        used = req[res]
+        c.prefetch_useful += int(self.prefetched[layer, used].sum())
+        self.prefetched[layer, used] = False
+        on_gpu, on_cpu = where == GPU, where == CPU
+        if (on_gpu & ~res).any():
+            bad = req[on_gpu & ~res][0]
+            raise CacheError(f"policy {self.policy.name!r} placed expert ({layer}, {bad}) on the GPU "
+                             "but it is not resident")
+        gpu_s = float(self.gpu_tab[n[on_gpu]].sum())
+        cpu_s = float(self.cpu_tab[n[on_cpu]].sum())
+        c.gpu_execs += int(on_gpu.sum())
+        c.cpu_execs += int(on_cpu.sum())
+        waits = []
+        for e, k, w in zip(req[~(on_gpu | on_cpu)], n[~(on_gpu | on_cpu)], where[~(on_gpu | on_cpu)]):
+            g = float(self.gpu_tab[k])
+            if w == STREAM:
+                waits.append((self.link.request(layer, int(e), stream=True), g))
+                c.gpu_execs += 1
+            elif w != FETCH:
+                raise ValueError(f"policy {self.policy.name!r} returned placement code {w} (valid: 0..3)")
+            elif cache.resident[layer, e]:
+                gpu_s += g
+                c.gpu_execs += 1
+            elif cache.inflight[layer, e]:
+                waits.append((self.link.landing[(layer, int(e))], g))
+                c.gpu_execs += 1
+            elif self._reserve(layer, int(e)):
+                waits.append((self.link.request(layer, int(e)), g))
+                c.gpu_execs += 1
+            else:
+                c.fallbacks += 1
+                c.cpu_execs += 1
+                cpu_s += float(self.cpu_tab[k])
+        for e in placement.extra_fetch:
+            if cache.inflight[layer, e]:
+                waits.append((self.link.landing[(layer, int(e))], 0.0))
+            elif not cache.resident[layer, e] and self._reserve(layer, int(e)):
+                waits.append((self.link.request(layer, int(e)), 0.0))
+        return gpu_s, cpu_s, waits
+
+    # --- slots and transfers ------------------------------------------------------------------
+    def _reserve(self, layer: int, expert: int) -> bool:
+        """Reserve a slot for (layer, expert), evicting the policy's victim if none is free."""
+        cache = self.cache
+        if cache.n_free <= 0:
+            victim = self.policy.victim(layer, expert, cache)
+            if victim is None:
+                return False
+            vl, ve = victim
+            cache.evict(vl, ve)
+            self.prefetched[vl, ve] = False
+            self.c.evictions += 1
+        cache.begin(layer, expert)
+        return True
+
+    def start_prefetch(self):
+        """The link is idle: the policy's next valid prefetch as a link job, or None."""
+        cache = self.cache
+        for _ in range(MAX_PREFETCH_TRIES):
+            item = self.policy.next_transfer(cache)
+            if item is None:
+                return None
+            layer, expert = int(item[0]), int(item[1])
+            if cache.present(layer, expert) or not self._reserve(layer, expert):
+                continue
+            return layer, expert, False, self.env.event(), True
+        return None
+
+    def transfer_landed(self, layer: int, expert: int, stream: bool, start: float, prefetch: bool) -> None:
+        """Called by the link when a transfer's bytes have arrived."""
+        c = self.c
+        c.pcie_bytes += self.cost.expert_bytes
+        self._mark("PCIe", f"{'prefetch' if prefetch else 'stream' if stream else 'fetch'} L{layer}E{expert}",
+                   start, self.env.now)
+        if stream:
+            c.streams += 1
+            return
+        self.cache.land(layer, expert)
+        if prefetch:
+            c.prefetches += 1
+            self.prefetched[layer, expert] = True
+        else:
+            c.demand_fetches += 1
+        self.policy.on_transfer_done(layer, expert, self.cache)
+
+    def _drain(self):
+        """Blocking prefetch (policies with ``overlap = False``): move every queued expert now."""
+        while True:
+            job = self.start_prefetch()
+            if job is None:
+                return
+            layer, expert = job[0], job[1]
+            start = self.env.now
+            yield self.env.timeout(self.transfer_s)
+            self.link.busy_s += self.transfer_s
+            self.transfer_landed(layer, expert, False, start, True)

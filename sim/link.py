@@ -1,0 +1,69 @@
+"""The PCIe host-to-device link: one copy engine, demand fetches before prefetches.
+
+A SimPy process owns the link. Demand fetches (a layer is waiting) are served first, in request
+order; when none waits, the link asks the policy for its next prefetch. Transfers are not
+preempted: a demand fetch that arrives during a prefetch waits for it to finish. Each transfer
+holds the link for ``latency + bytes / bandwidth`` (the cost model's ``transfer_s``).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import simpy
+
+
+class Link:
+    """The PCIe link process; the :class:`sim.engine.Engine` owns it and records its busy time."""
+
+    def __init__(self, env: simpy.Environment, engine):
+        self.env, self.engine = env, engine
+        self.demand: deque = deque()
+        self.busy_s = 0.0
+        self.n_transfers = 0
+        self.landing: dict[tuple[int, int], simpy.Event] = {}
+        self._idle: simpy.Event | None = None
+        self.prefetch_enabled = True
+        env.process(self._run())
+
+    def wake(self) -> None:
+        """Tell an idle link that new work may exist."""
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
+
+    def request(self, layer: int, expert: int, stream: bool = False) -> simpy.Event:
+        """Queue a demand transfer (slot already reserved unless ``stream``); returns its landing event."""
+        ev = self.env.event()
+        self.demand.append((layer, expert, stream, ev, False))
+        if not stream:
+            self.landing[(layer, expert)] = ev
+        self.wake()
+        return ev
+
+    def _next(self):
+        if self.demand:
+            return self.demand.popleft()
+        if not self.prefetch_enabled:
+            return None
+        return self.engine.start_prefetch()
+
+    def _run(self):
+        env, eng = self.env, self.engine
+        dur = eng.transfer_s
+        while True:
+            job = self._next()
+            if job is None:
+                self._idle = env.event()
+                yield self._idle
+                self._idle = None
+                continue
+            layer, expert, stream, ev, prefetch = job
+            if prefetch:
+                self.landing[(layer, expert)] = ev
+            start = env.now
+            yield env.timeout(dur)
+            self.busy_s += dur
+            self.n_transfers += 1
+            if not stream:
+                del self.landing[(layer, expert)]
+            eng.transfer_landed(layer, expert, stream, start, prefetch)
+            ev.succeed()

@@ -1,0 +1,42 @@
+"""Policy presets: every ``conf/policy/<name>.yaml`` is a registered policy.
+
+A preset names its class with ``_target_`` and sets its parameters; :func:`make_policy` builds a
+fresh, independent object from it (no shared state between runs).
+"""
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+
+from omegaconf import OmegaConf
+
+from sim.paths import CONF_DIR, preset_names
+
+
+def policy_names() -> list[str]:
+    """All registered policy names."""
+    return preset_names("policy")
+
+
+POLICIES = policy_names
+
+
+@lru_cache(maxsize=None)
+def policy_preset(name: str) -> dict:
+    """The preset's YAML as a dict (``_target_`` plus parameters)."""
+    path = CONF_DIR / "policy" / f"{name}.yaml"
+    if not path.exists():
+        raise KeyError(f"unknown policy {name!r}; valid: {', '.join(policy_names())}")
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=True) or {}
+
+
+def make_policy(name: str, **overrides):
+    """Instantiate the policy preset ``name``; ``overrides`` replace preset parameters."""
+    params = dict(policy_preset(name))
+    target = params.pop("_target_")
+    params.pop("description", None)
+    params.update(overrides)
+    module, cls = target.rsplit(".", 1)
+    policy = getattr(importlib.import_module(module), cls)(**params)
+    policy.name = name
+    return policy

@@ -117,3 +117,98 @@ def moe_summary(model) -> dict:
         shared = 1 if hasattr(mlp, "shared_expert") else 0
     return {"moe_layer_ids": [i for i, _ in moe], "n_layers": len(moe),
             "n_dense_layers": n_total - len(moe), "n_shared_experts": int(shared)}
+
+
+def check_pair(target: str, draft: str | None) -> tuple[dict, int]:
+    """Check a target (must be MoE) and optional draft (same vocabulary) from their configs.
+
+    Returns the target's :func:`moe_shape` and vocabulary size; loads no weights.
+    """
+    t_cfg = load_config(target, "target")
+    shape = moe_shape(t_cfg, target, "target")
+    vocab = vocab_size(t_cfg)
+    if draft is not None:
+        d_vocab = vocab_size(load_config(draft, "draft"))
+        if d_vocab != vocab:
+            raise TraceError(draft, "draft", f"vocabulary size {d_vocab} differs from the target's {vocab}; "
+                                             "draft and target must share one vocabulary")
+    return shape, vocab
+
+
+def resolve_device(name: str) -> str:
+    """``cpu`` / ``cuda`` / ``cuda:N`` / ``auto``; empty means cuda when present, else cpu."""
+    if not name:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "auto" or name == "cpu":
+        return name
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise TraceError(name, "device", "CUDA is not available on this machine (use device=cpu)")
+        return name
+    raise TraceError(name, "device", "choose cpu, cuda, cuda:N or auto")
+
+
+def text_encoder(tokenizer, chat: bool):
+    """``encode(text) -> ids``: the chat template (when ``chat`` and the tokenizer has one), then ids."""
+    def encode(text: str) -> list[int]:
+        if chat and getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                 add_generation_prompt=True, tokenize=False)
+            return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(tokenizer(text)["input_ids"])
+    return encode
+
+
+def eos_ids(model, tokenizer=None) -> list[int]:
+    """End-of-sequence ids from the model's generation config, else the tokenizer's."""
+    gen = getattr(model, "generation_config", None)
+    eos = getattr(gen, "eos_token_id", None)
+    if eos is None and tokenizer is not None:
+        eos = tokenizer.eos_token_id
+    if eos is None:
+        return []
+    return [int(eos)] if isinstance(eos, int) else [int(e) for e in eos]
+
+
+class CaptureModels:
+    """The target, optional draft and tokenizer of a capture: checked at once, weights loaded later.
+
+    Construction reads only configs and the tokenizer, so every naming, MoE, vocabulary and device
+    problem surfaces before :meth:`load` spends minutes on weights.
+    """
+
+    def __init__(self, target: str, draft: str | None, tokenizer: str | None, dtype: str,
+                 device: str, seed: int = 0, chat: bool = True):
+        self.names = {"target": target, "draft": draft}
+        self.device = resolve_device(device)
+        self.precision = dtype if dtype != "auto" else ("float32" if self.device == "cpu" else "bfloat16")
+        self.dtype, self.seed = resolve_dtype(self.precision), seed
+        self.shape, self.vocab = check_pair(target, draft)
+        tok_name = tokenizer or (None if is_tiny(target) else target)
+        self.tokenizer = load_tokenizer(tok_name) if tok_name else None
+        self._encode = text_encoder(self.tokenizer, chat) if self.tokenizer is not None else None
+        self.target = self.draft = None
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of a text prompt (``TraceError`` without a tokenizer or on bad ids)."""
+        if self._encode is None:
+            raise TraceError(self.names["target"], "tokenizer", "tiny models have no tokenizer: use "
+                                                                 "prompts=tiny:N or pass tokenizer=PATH")
+        ids = self._encode(text)
+        if not ids:
+            raise TraceError(text[:40], "prompts", "a prompt encodes to no tokens")
+        if max(ids) >= self.vocab:
+            raise TraceError(self.tokenizer.name_or_path, "tokenizer",
+                             f"produces id {max(ids)}, beyond the model's vocabulary of {self.vocab}")
+        return ids
+
+    def load(self) -> None:
+        """Load the weights (target, then draft on the same device) in eval mode."""
+        self.target = load_model(self.names["target"], self.dtype, self.device, self.seed)
+        if self.names["draft"] is not None:
+            device = self.device if self.device != "auto" else self.target.device
+            self.draft = load_model(self.names["draft"], self.dtype, str(device), self.seed)
+
+    def eos(self) -> list[int]:
+        """End-of-sequence ids of the loaded target."""
+        return eos_ids(self.target, self.tokenizer)

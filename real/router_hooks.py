@@ -17,6 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from real.speculative import DecodeObserver, SpeculativeDecoder, Step, mean_accepted
+from traces.schema import SDRecord, Trace
+
 
 @dataclass
 class ForwardRouting:
@@ -111,3 +114,77 @@ class RouterRecorder:
     def clear(self) -> None:
         """Drop anything recorded so far (e.g. left over from an interrupted forward)."""
         self._rows = [[] for _ in self.moe_layers]
+
+
+class RoutingCollector(DecodeObserver):
+    """Decode observer that files the recorder's routing by phase of a speculative decode.
+
+    After a decode: ``prefill`` holds the prompt's routing, ``windows`` one :class:`ForwardRouting`
+    per verify step (all ``gamma + 1`` positions, rejected drafts included), ``accepted`` the kept
+    drafts per step, and :meth:`tokens` the routing of every generated token, taken from the
+    forward where that token was the INPUT: a step's rows ``0..accepted`` (row 0 is the previous
+    step's last token), plus the decoder's final forward for the very last token.
+    """
+
+    def __init__(self, recorder: RouterRecorder):
+        self.recorder = recorder
+        self.prefill: ForwardRouting | None = None
+        self.windows: list[ForwardRouting] = []
+        self.accepted: list[int] = []
+        self._token_rows: list[ForwardRouting] = []
+
+    def on_prefill(self, prompt_len: int, first_token: int) -> None:
+        """Keep the prompt's routing."""
+        self.prefill = self.recorder.pop()
+
+    def on_step(self, step: Step) -> None:
+        """Keep the verify window and the rows of the tokens it accepted."""
+        window = self.recorder.pop()
+        self.windows.append(window)
+        self.accepted.append(step.accepted)
+        self._token_rows.append(_rows(window, step.accepted + 1))
+
+    def on_final(self, token: int) -> None:
+        """Keep the routing of the last generated token."""
+        self._token_rows.append(self.recorder.pop())
+
+    def tokens(self) -> ForwardRouting:
+        """Routing of the generated tokens whose routing exists, in order (``[T, L, k]``)."""
+        return ForwardRouting(*(np.concatenate([getattr(r, f) for r in self._token_rows])
+                                for f in ("ids", "weights", "next_pred")))
+
+    def sd_experts(self) -> np.ndarray:
+        """Routing of every verified position, ``[S, gamma + 1, L, k]`` int16."""
+        return np.stack([w.ids for w in self.windows])
+
+
+def _rows(r: ForwardRouting, n: int) -> ForwardRouting:
+    return ForwardRouting(r.ids[:n], r.weights[:n], r.next_pred[:n])
+
+
+def capture_trace(recorder: RouterRecorder, decoder: SpeculativeDecoder, input_ids,
+                  max_new_tokens: int, meta: dict) -> tuple[Trace, list[int]]:
+    """Decode ``input_ids`` with ``decoder`` while ``recorder`` hooks its target; build the trace.
+
+    The trace holds the routing of all ``T`` generated tokens (``experts``, ``weights``,
+    ``next_pred``), the prompt's routing (``prefill``) and, when ``decoder.gamma > 0``, the SD
+    record. ``meta`` is completed with the run's counts. Returns ``(trace, generated tokens)``.
+    """
+    collector = RoutingCollector(recorder)
+    decoder.observer, decoder.final_forward = collector, True
+    recorder.clear()
+    tokens, steps = decoder.generate(input_ids, max_new_tokens)
+    rows = collector.tokens()
+    sd = None
+    if decoder.gamma > 0:
+        n = len(steps)
+        experts = collector.sd_experts() if n else np.zeros((0, decoder.gamma + 1, rows.ids.shape[1],
+                                                              rows.ids.shape[2]), np.int16)
+        sd = SDRecord(decoder.gamma, experts, np.array(collector.accepted, np.int16),
+                      np.array([s.n_verified for s in steps], np.int16))
+    meta = dict(meta, n_generated=len(tokens), n_steps=len(steps), mean_accepted=mean_accepted(steps),
+                prompt_tokens=int(collector.prefill.ids.shape[0]),
+                stop_reason="eos" if tokens[-1] in decoder.eos else "max_new_tokens")
+    trace = Trace(meta=meta, experts=rows.ids, weights=rows.weights, next_pred=rows.next_pred,
+                  sd=sd, prefill=collector.prefill.ids)
+    return trace, tokens

@@ -4,8 +4,9 @@ Per layer ``l`` the model holds a persistent Zipf popularity ``pop_l`` (exponent
 fixed random permutation of the experts). The sequence is cut into segments (domain shifts) at
 random tokens; each segment draws, per layer, a working set ``W_l`` of ``w`` experts from
 ``pop_l ** beta`` and routes fresh draws from ``q = (1 - a) * pop_l + a * uniform(W_l)``.
-Token ``t`` keeps each expert of token ``t-1`` with probability ``stick_l`` and fills the remaining
-slots with draws without replacement from ``q`` (Gumbel top-k). Slots are ordered by the
+Token ``t`` keeps each expert of token ``t-1`` with probability ``stick_l`` (or, where ``stick_l``
+is negative, excludes it with probability ``-stick_l``) and fills the remaining slots with draws
+without replacement from ``q`` (Gumbel top-k). Slots are ordered by the
 perturbed score ``log q + Gumbel``, like a gate ordering its top-k.
 """
 from __future__ import annotations
@@ -46,43 +47,54 @@ def norm_entropy(p: np.ndarray) -> np.ndarray:
     return h / np.log(p.shape[-1])
 
 
-def marginal(pop: np.ndarray, w: int, a: float, beta: float) -> np.ndarray:
-    """Long-run expert shares: ``(1 - a) pop + a * P(e in W) / w``."""
-    return (1 - a) * pop + a * inclusion(pop ** beta, w) / w
+def marginal(pop: np.ndarray, k: int, w: int, a: np.ndarray, beta: float) -> np.ndarray:
+    """Approximate long-run expert shares: inclusion in a top-k draw from the mean segment mix
+    ``(1 - a) pop + a * P(e in W) / w`` (``a`` per layer), divided by k."""
+    a = np.asarray(a, float).reshape(-1, 1)
+    return inclusion((1 - a) * pop + a * inclusion(pop ** beta, w) / w, k) / k
 
 
-def solve_zipf(target: np.ndarray, perm: np.ndarray, w: int, a: float, beta: float) -> np.ndarray:
+def solve_zipf(target: np.ndarray, perm: np.ndarray, k: int, w: int, a: np.ndarray, beta: float
+               ) -> np.ndarray:
     """Per-layer Zipf exponents whose long-run shares have the target normalized entropy."""
     lo, hi = np.zeros(len(target)), np.full(len(target), 4.0)
     for _ in range(30):
         mid = (lo + hi) / 2
-        too_flat = norm_entropy(marginal(zipf(mid, perm), w, a, beta)) > target
+        too_flat = norm_entropy(marginal(zipf(mid, perm), k, w, a, beta)) > target
         lo, hi = np.where(too_flat, mid, lo), np.where(too_flat, hi, mid)
     return (lo + hi) / 2
 
 
-def stickiness(reuse: np.ndarray, pop: np.ndarray, k: int, w: int, a: float, beta: float,
+def stickiness(reuse: np.ndarray, pop: np.ndarray, k: int, w: int, a: np.ndarray, beta: float,
                gain: float) -> np.ndarray:
-    """Per-layer keep probability giving the target reuse: ``reuse = p + (1 - p) * c`` where ``c``
-    (times ``gain``) is the chance that a fresh draw from a typical segment's ``q`` hits the
-    previous top-k set."""
+    """Per-layer keep probability ``p`` giving the target reuse ``r = p + c (1 - p)^2``.
+
+    ``c`` (times ``gain``) is the chance overlap of two independent top-k draws from a typical
+    segment's ``q``; with ``p k`` experts kept, ``(1 - p) k`` fresh draws meet the ``(1 - p) k``
+    dropped ones, hence the square. A target below chance (the first layer) gives a negative
+    ``p``: each previous expert is then excluded with probability ``-p``, so ``r = c (1 + p)``."""
+    a = np.asarray(a, float).reshape(-1, 1)
     top_w = np.argsort(-pop, axis=1)[:, :w]
     ws = np.zeros_like(pop)
     np.put_along_axis(ws, top_w, 1.0 / w, axis=1)
     q = (1 - a) * pop + a * ws
-    c = gain * (q * inclusion(q, k)).sum(axis=1)
-    return np.clip((reuse - c) / (1 - c), 0.0, 1.0)
+    c = np.clip(gain * (q * inclusion(q, k)).sum(axis=1), 1e-9, 0.999)
+    # c p^2 + (1 - 2c) p + (c - r) = 0, the root in [0, 1]
+    b = 1 - 2 * c
+    p = (-b + np.sqrt(np.maximum(b * b - 4 * c * (c - reuse), 0.0))) / (2 * c)
+    return np.where(reuse < c, reuse / c - 1, np.clip(p, 0.0, 1.0))
 
 
-def _segment_logq(pop: np.ndarray, w: int, a: float, beta: float, rng) -> np.ndarray:
+def _segment_logq(pop: np.ndarray, w: int, a: np.ndarray, beta: float, rng) -> np.ndarray:
     L, E = pop.shape
+    a = np.asarray(a, float).reshape(-1, 1)
     score = beta * np.log(pop) + rng.gumbel(size=(L, E))
     ws = np.zeros((L, E))
     np.put_along_axis(ws, np.argpartition(-score, w - 1, axis=1)[:, :w], 1.0 / w, axis=1)
     return np.log((1 - a) * pop + a * ws)
 
 
-def generate(pop: np.ndarray, stick: np.ndarray, k: int, tokens: int, w: int, a: float, beta: float,
+def generate(pop: np.ndarray, stick: np.ndarray, k: int, tokens: int, w: int, a: np.ndarray, beta: float,
              shift_rate: float, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """Routing int16 [tokens, L, k] and the number of segments."""
     L, E = pop.shape
@@ -94,14 +106,15 @@ def generate(pop: np.ndarray, stick: np.ndarray, k: int, tokens: int, w: int, a:
     for c0 in range(0, tokens, _CHUNK):
         n = min(_CHUNK, tokens - c0)
         gum = rng.gumbel(size=(n, L, E))
-        keep = rng.random((n, L, k)) < stick[None, :, None]
+        u = rng.random((n, L, k))
+        bonus = np.where(u < np.abs(stick)[None, :, None], np.where(stick < 0, -1e9, 1e9)[None, :, None], 0.0)
         for i in range(n):
             if shifts[c0 + i]:
                 logq = _segment_logq(pop, w, a, beta, rng)
             score = logq + gum[i]
             forced = score.copy()
             if prev is not None:
-                forced[rows, prev] += np.where(keep[i], 1e9, 0.0)
+                forced[rows, prev] += bonus[i]
             top = np.argpartition(-forced, k - 1, axis=1)[:, :k]
             order = np.argsort(-score[rows, top], axis=1)
             prev = np.take_along_axis(top, order, axis=1)

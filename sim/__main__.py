@@ -1,0 +1,36 @@
+"""``python -m sim run|sweep [key=value ...]`` (Hydra: ``-m`` multirun and launchers work)."""
+from __future__ import annotations
+
+import sys
+
+COMMANDS = {"run": "run_command", "sweep": "sweep_command"}
+USAGE = """usage: python -m sim {run,sweep} [key=value ...] [-m] [hydra/launcher=joblib]
+  run    one policy on one workload:  python -m sim run policy=moespac workload=gsm8k cache_ratio=0.17
+  sweep  every policy x workload:     python -m sim sweep cache_ratio=0.17
+         a named experiment:          python -m sim sweep experiment=paper_qwen3
+  Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(USAGE)
+    command = sys.argv.pop(1)
+    import hydra
+
+    from sim import cli
+    from sim.config import ConfigError
+    from sim.paths import CONF_DIR
+
+    task = getattr(cli, COMMANDS[command])
+
+    def guarded(cfg):
+        try:
+            return task(cfg)
+        except (ConfigError, KeyError, ValueError) as exc:
+            sys.exit(f"error: {exc}")
+
+    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command)(guarded)()
+
+
+if __name__ == "__main__":
+    main()

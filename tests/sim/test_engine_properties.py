@@ -1,0 +1,99 @@
+"""Conservation laws, the independent fast evaluator, determinism and monotonicity of the engine."""
+import numpy as np
+import pytest
+
+from sim import config
+from sim.cost_model import CostModel
+from sim.engine import Engine
+from sim.expert_cache import ExpertCache
+from sim.fast_eval import PrefetchingPolicyError, fast_decode_time
+from sim.policies.base import PolicyContext
+from tests.sim.doubles import FetchFIFO, StaticGPU, toy_trace
+from traces.windows import build_schedule
+
+HW, MODEL = config.hardware("rtx4090_pcie4"), config.model("qwen3_30b_a3b")
+
+
+def random_trace(rng, T=40, L=6, E=16, k=4):
+    ex = np.stack([np.stack([rng.choice(E, k, replace=False) for _ in range(L)]) for _ in range(T)])
+    return toy_trace(ex, n_experts=E)
+
+
+def setup(policy, trace, n_slots, gamma=0, hw=HW, seed=0):
+    import dataclasses
+
+    m = dataclasses.replace(MODEL, n_layers=trace.n_layers, n_experts=trace.n_experts, top_k=trace.top_k)
+    d = config.draft("qwen3_0_6b" if gamma else "none")
+    cost = CostModel(hw, m, d)
+    sched = build_schedule(trace, gamma, trace.n_tokens - gamma - 1, 0.7, seed)
+    cache = ExpertCache(m.n_layers, m.n_experts, n_slots)
+    ctx = PolicyContext(m.n_layers, m.n_experts, m.top_k, n_slots, gamma, cost.cost_table(gamma, 256))
+    policy.reset(ctx, cache)
+    return cost, sched, cache, ctx
+
+
+def simulate(policy, trace, n_slots, gamma=0, hw=HW):
+    cost, sched, cache, ctx = setup(policy, trace, n_slots, gamma, hw)
+    c = Engine(cost, policy, cache, sched, ctx).run()
+    cache.check()
+    return c, cost
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("gamma", [0, 3])
+def test_fast_evaluator_agrees_with_simpy(seed, gamma):
+    rng = np.random.default_rng(seed)
+    trace = random_trace(rng)
+    slots = int(rng.integers(4, 40))
+    static = [(int(l), int(e)) for l, e in zip(rng.integers(0, 6, slots), rng.integers(0, 16, slots))]
+    static = list(dict.fromkeys(static))
+    for make in (lambda: StaticGPU(static, speculative=gamma > 0), lambda: FetchFIFO()):
+        pol = make()
+        pol.speculative = gamma > 0
+        c, _ = simulate(pol, trace, slots, gamma)
+        pol2 = make()
+        pol2.speculative = gamma > 0
+        cost, sched, cache, _ = setup(pol2, trace, slots, gamma)
+        fast = fast_decode_time(cost, pol2, cache, sched)
+        assert fast["decode_s"] == pytest.approx(c.decode_s, rel=1e-9)
+        assert (fast["hits"], fast["requests"], fast["tokens"]) == (c.hits, c.requests, c.tokens)
+        assert fast["fetches"] == c.demand_fetches
+
+
+def test_fast_evaluator_refuses_prefetching_policies():
+    trace = random_trace(np.random.default_rng(0))
+    pol = FetchFIFO(prefetch=[(0, 1)])
+    cost, sched, cache, _ = setup(pol, trace, 8)
+    with pytest.raises(PrefetchingPolicyError):
+        fast_decode_time(cost, pol, cache, sched)
+
+
+@pytest.mark.parametrize("gamma", [0, 4])
+def test_time_and_bytes_are_conserved(gamma):
+    trace = random_trace(np.random.default_rng(1))
+    pol = FetchFIFO(prefetch=[(2, 3), (4, 5), (5, 1)])
+    pol.speculative = gamma > 0
+    c, cost = simulate(pol, trace, 12, gamma)
+    # the decode is exactly draft + fixed parts + the layers, step by step
+    assert c.decode_s == pytest.approx(c.draft_s + c.step_fixed_s + sum(c.layer_s), rel=1e-12)
+    assert sum(c.step_s) == pytest.approx(c.decode_s, rel=1e-12)
+    # PCIe busy time = transfers x (latency + bytes / bandwidth); bytes = transfers x expert bytes
+    n = c.demand_fetches + c.prefetches + c.streams
+    assert c.pcie_busy_s == pytest.approx(n * cost.transfer_s(), rel=1e-12)
+    assert c.pcie_bytes == n * cost.expert_bytes
+    assert c.gpu_execs + c.cpu_execs == c.requests
+
+
+def test_full_cache_warm_start_needs_no_transfers():
+    trace = random_trace(np.random.default_rng(2))
+    everything = [(l, e) for l in range(trace.n_layers) for e in range(trace.n_experts)]
+    pol = StaticGPU(everything)
+    c, _ = simulate(pol, trace, len(everything))
+    assert c.pcie_bytes == 0 and c.hits == c.requests and c.cpu_execs == 0
+
+
+def test_same_config_same_result():
+    trace = random_trace(np.random.default_rng(3))
+    a, _ = simulate(FetchFIFO(prefetch=[(1, 1)]), trace, 10, 2)
+    b, _ = simulate(FetchFIFO(prefetch=[(1, 1)]), trace, 10, 2)
+    assert a.row() == b.row()

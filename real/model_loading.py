@@ -84,15 +84,20 @@ def resolve_dtype(name: str) -> torch.dtype:
 def load_model(name: str, dtype: torch.dtype, device: str, seed: int = 0):
     """Load ``name`` for inference (eval mode) on ``device``; tiny models are built from ``seed``."""
     if is_tiny(name):
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
         return build_tiny(_tiny_kind(name, "model"), seed=seed, dtype=dtype).to(device)
     from transformers import AutoModelForCausalLM
     path = Path(name).expanduser()
     source = str(path) if path.exists() else name
-    if device == "auto":
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, device_map="auto")
-    else:
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device)
-    return model.eval()
+    if device != "cpu" and _has_accelerate():  # straight onto the device(s), no host copy
+        return AutoModelForCausalLM.from_pretrained(source, dtype=dtype, device_map=device).eval()
+    return AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device).eval()
+
+
+def _has_accelerate() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("accelerate") is not None
 
 
 def load_tokenizer(name: str):
@@ -139,7 +144,11 @@ def resolve_device(name: str) -> str:
     """``cpu`` / ``cuda`` / ``cuda:N`` / ``auto``; empty means cuda when present, else cpu."""
     if not name:
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "auto" or name == "cpu":
+    if name == "cpu":
+        return name
+    if name == "auto":
+        if not _has_accelerate():
+            raise TraceError(name, "device", "device=auto (device_map) needs `pip install accelerate`")
         return name
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
@@ -173,8 +182,8 @@ def eos_ids(model, tokenizer=None) -> list[int]:
 class CaptureModels:
     """The target, optional draft and tokenizer of a capture: checked at once, weights loaded later.
 
-    Construction reads only configs and the tokenizer, so every naming, MoE, vocabulary and device
-    problem surfaces before :meth:`load` spends minutes on weights.
+    Construction reads only configs, so naming, MoE, vocabulary and device problems surface before
+    :meth:`load` spends minutes on weights; the tokenizer loads on the first text prompt.
     """
 
     def __init__(self, target: str, draft: str | None, tokenizer: str | None, dtype: str,
@@ -182,23 +191,25 @@ class CaptureModels:
         self.names = {"target": target, "draft": draft}
         self.device = resolve_device(device)
         self.precision = dtype if dtype != "auto" else ("float32" if self.device == "cpu" else "bfloat16")
-        self.dtype, self.seed = resolve_dtype(self.precision), seed
+        self.dtype, self.seed, self.chat = resolve_dtype(self.precision), seed, chat
         self.shape, self.vocab = check_pair(target, draft)
-        tok_name = tokenizer or (None if is_tiny(target) else target)
-        self.tokenizer = load_tokenizer(tok_name) if tok_name else None
-        self._encode = text_encoder(self.tokenizer, chat) if self.tokenizer is not None else None
+        self._tok_name = tokenizer or (None if is_tiny(target) else target)
+        self._tokenizer = self._encode = None
         self.target = self.draft = None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of a text prompt (``TraceError`` without a tokenizer or on bad ids)."""
         if self._encode is None:
-            raise TraceError(self.names["target"], "tokenizer", "tiny models have no tokenizer: use "
-                                                                 "prompts=tiny:N or pass tokenizer=PATH")
+            if self._tok_name is None:
+                raise TraceError(self.names["target"], "tokenizer", "tiny models have no tokenizer: use "
+                                                                     "prompts=tiny:N or pass tokenizer=PATH")
+            self._tokenizer = load_tokenizer(self._tok_name)
+            self._encode = text_encoder(self._tokenizer, self.chat)
         ids = self._encode(text)
         if not ids:
             raise TraceError(text[:40], "prompts", "a prompt encodes to no tokens")
         if max(ids) >= self.vocab:
-            raise TraceError(self.tokenizer.name_or_path, "tokenizer",
+            raise TraceError(self._tok_name, "tokenizer",
                              f"produces id {max(ids)}, beyond the model's vocabulary of {self.vocab}")
         return ids
 
@@ -210,5 +221,5 @@ class CaptureModels:
             self.draft = load_model(self.names["draft"], self.dtype, str(device), self.seed)
 
     def eos(self) -> list[int]:
-        """End-of-sequence ids of the loaded target."""
-        return eos_ids(self.target, self.tokenizer)
+        """End-of-sequence ids of the loaded target (its generation config, else the tokenizer's)."""
+        return eos_ids(self.target, self._tokenizer)

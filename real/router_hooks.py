@@ -79,37 +79,37 @@ class RouterRecorder:
         def hook(module, args, out):
             if self._predicting:
                 return
-            idx, weights = out[2], out[1]
-            k = idx.shape[-1]
-            pred = self._predict(pos, args[0], k)
-            self._rows[pos].append((idx.reshape(-1, k).detach().to("cpu", torch.int16),
-                                    weights.reshape(-1, k).detach().to("cpu", torch.float32), pred))
+            k = out[2].shape[-1]  # copies stay on the device until pop(): no sync per layer
+            idx, weights = (t.reshape(-1, k).detach().clone() for t in (out[2], out[1]))
+            self._rows[pos].append((idx, weights, self._predict(pos, args[0], k)))
         return hook
 
     def _predict(self, pos: int, hidden: torch.Tensor, k: int) -> torch.Tensor:
         """Top-k ids that the next MoE layer's gate picks from this layer's gate input."""
         n = hidden.reshape(-1, hidden.shape[-1]).shape[0]
         if not self.predict_next or pos + 1 >= len(self.moe_layers):
-            return torch.full((n, k), -1, dtype=torch.int16)
+            return torch.full((n, k), -1, dtype=torch.long, device=hidden.device)
         self._predicting = True
         try:
             out = self.moe_layers[pos + 1][1](hidden)
         finally:
             self._predicting = False
-        return out[2].reshape(-1, k).detach().to("cpu", torch.int16)
+        return out[2].reshape(-1, k).detach()
 
     def pop(self) -> ForwardRouting:
         """Routing recorded since the last pop, as arrays ``[n, L, k]``; clears the buffer."""
-        counts = {sum(r[0].shape[0] for r in rows) for rows in self._rows}
-        if len(counts) != 1:
-            raise RuntimeError(f"MoE layers saw different numbers of positions: {sorted(counts)}")
-        parts = [tuple(torch.cat([r[j] for r in rows]) if rows else None for j in range(3))
-                 for rows in self._rows]
-        self._rows = [[] for _ in self.moe_layers]
+        rows, self._rows = self._rows, [[] for _ in self.moe_layers]
+        counts = {sum(r[0].shape[0] for r in layer) for layer in rows}
         if counts == {0}:
             raise RuntimeError("no routing recorded since the last pop (did the target run?)")
-        ids, weights, pred = (torch.stack([p[j] for p in parts], dim=1).numpy() for j in range(3))
-        return ForwardRouting(ids=ids, weights=weights, next_pred=pred)
+        if len(counts) != 1:
+            raise RuntimeError(f"MoE layers saw different numbers of positions: {sorted(counts)}")
+
+        def gather(j: int, dtype: torch.dtype) -> np.ndarray:
+            per_layer = [torch.cat([r[j].to(dtype) for r in layer]) for layer in rows]
+            return torch.stack(per_layer, dim=1).cpu().numpy()
+        return ForwardRouting(ids=gather(0, torch.int16), weights=gather(1, torch.float32),
+                              next_pred=gather(2, torch.int16))
 
     def clear(self) -> None:
         """Drop anything recorded so far (e.g. left over from an interrupted forward)."""

@@ -93,14 +93,13 @@ class SpeculativeDecoder:
             self.observer.on_prefill(len(prompt), tokens[-1])
             steps = self._loop(tokens, len(prompt), max_new_tokens)
             if self.final_forward:
-                self._forward(self.target, self._tcache, tokens[-1:], last_only=True)
+                self.run_target(tokens[-1:], last_only=True)
                 self.observer.on_final(tokens[-1])
         self._tcache = self._dcache = None
         return tokens[len(prompt):], steps
 
     def _prefill(self, prompt: list[int]) -> int:
-        logits = self._forward(self.target, self._tcache, prompt, last_only=True)
-        return int(logits[-1].argmax())
+        return int(self.run_target(prompt, last_only=True)[-1].argmax())
 
     def _loop(self, tokens: list[int], n_prompt: int, max_new: int) -> list[Step]:
         steps: list[Step] = []
@@ -111,7 +110,7 @@ class SpeculativeDecoder:
             drafts = self._draft(tokens) if self.gamma else []
             window = tokens[-1:] + drafts
             self.observer.on_verify_start(step.index, window)
-            pred = self._forward(self.target, self._tcache, window).argmax(-1).tolist()
+            pred = self.run_target(window).argmax(-1).tolist()
             new, done = self._accept(drafts, pred, max_new - (len(tokens) - n_prompt))
             step.accepted, step.tokens = len(new) - 1, new
             tokens.extend(new)
@@ -125,8 +124,7 @@ class SpeculativeDecoder:
         _crop_to(self._dcache, len(tokens) - 1)
         feed, drafts = tokens[self._dcache.get_seq_length():], []
         for _ in range(self.gamma):
-            logits = self._forward(self.draft, self._dcache, feed, last_only=True)
-            drafts.append(int(logits[-1].argmax()))
+            drafts.append(int(self.run_draft(feed)[-1].argmax()))
             feed = drafts[-1:]
         return drafts
 
@@ -141,10 +139,23 @@ class SpeculativeDecoder:
                 return new[:min(i + 1, budget)], True
         return new[:budget], len(new) >= budget
 
+    def run_target(self, ids: list[int], last_only: bool = False) -> torch.Tensor:
+        """One cached target forward (prefill, verify window or final token); returns its logits.
+
+        The single place the target runs: an offloaded execution engine overrides it.
+        """
+        return self._forward(self.target, self._tcache, ids, last_only)
+
+    def run_draft(self, ids: list[int]) -> torch.Tensor:
+        """One cached draft forward; returns the logits of its last position (``[1, V]``)."""
+        return self._forward(self.draft, self._dcache, ids, last_only=True)
+
     @staticmethod
     def _forward(model, cache, ids: list[int], last_only: bool = False) -> torch.Tensor:
         """Logits ``[len(ids), V]`` (or ``[1, V]`` with ``last_only``) of one cached forward."""
         device = model.get_input_embeddings().weight.device
+        if device.type == "meta":  # offloaded by accelerate: its hooks move the inputs
+            device = torch.device("cpu")
         x = torch.tensor([ids], dtype=torch.long, device=device)
         out = model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1 if last_only else 0)
         return out.logits[0]

@@ -3,10 +3,12 @@
 ``tiny:qwen3_moe`` and ``tiny:deepseek_v2`` are MoE targets built from the Hugging Face config
 classes; ``tiny:dense`` is a dense Qwen3 draft. All three share one vocabulary and, for a given
 seed, the SAME embedding and output tables. Their residual branches (attention ``o_proj``, MLP and
-expert ``down_proj``) are scaled by ``RESIDUAL_GAIN``: small enough that the logits are dominated by the shared
-embedding -> lm_head path, so the draft's guesses are often accepted by the target, and large enough
-that the layers still move the logits and some drafts are rejected (both cases are exercised).
-With gain 4 the dense draft's mean accepted tokens per step are about 3 at gamma 4 and 4-7 at gamma 8.
+expert ``down_proj``, initialised with std 0.02) are multiplied by ``RESIDUAL_GAIN``, while the
+shared embedding has std 1: the branches stay small enough that the logits are dominated by the
+shared embedding -> lm_head path, so the draft's guesses are often accepted, and large enough that
+the layers still move the logits, so some drafts are rejected (both cases are exercised).
+Mean accepted drafts per step with ``tiny:dense`` (8 prompts x 128 tokens): about 3.1 at gamma 4
+and 5.1-5.3 at gamma 8, for either target.
 """
 from __future__ import annotations
 

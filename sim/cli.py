@@ -7,8 +7,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from traces.io import atomic_write_bytes
 
-RUN_ARGS = ("policy", "workload", "cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance",
-            "experiment", "prompt_tokens", "context", "timeline", "policy_args")
+RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
+            "context", "timeline")
+
+
+def _choice(group: str) -> str:
+    """The preset name chosen for a config group (e.g. ``policy=moespac``)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.choices[group]
 
 
 def _output_dir(cfg: DictConfig) -> Path:
@@ -37,8 +44,11 @@ def run_command(cfg: DictConfig) -> dict:
     from sim.timeline import chrome_trace, gantt_png
 
     out = _output_dir(cfg)
-    args = {k: OmegaConf.to_container(cfg[k]) if k == "policy_args" else cfg[k] for k in RUN_ARGS}
-    res = run_one(**args, **_specs(cfg))
+    args = {k: cfg[k] for k in RUN_ARGS}
+    params = {k: v for k, v in OmegaConf.to_container(cfg.policy, resolve=True).items()
+              if k not in ("_target_", "description")}
+    res = run_one(policy=_choice("policy"), workload=_choice("workload"), policy_args=params,
+                  **args, **_specs(cfg))
     row = res.row
     _save_config(cfg, out)
     append_rows(out / RESULTS_FILE, [row])

@@ -43,6 +43,9 @@ class Engine:
         if len(self.gpu_tab) <= int(schedule.counts.max(initial=0)):
             raise ValueError("cost tables are shorter than the largest per-expert token count")
         self.transfer_s = cost.transfer_s()
+        self.sync_s = cost.layer_sync_s()
+        self.req, self.nreq = _requests(schedule.counts)
+        self.n_prefetched_flags = 0
         self.context0, self.rng = context0, np.random.default_rng(seed)
         self.c = Counters()
         self.prefetched = np.zeros((cache.n_layers, cache.n_experts), dtype=bool)
@@ -107,7 +110,7 @@ class Engine:
         counts = self.sched.counts[s, layer]
         signals.layer = layer
         placement = self.policy.place(layer, counts, signals, cache)
-        gpu_now, cpu_t, waits = self._dispatch(layer, counts, placement)
+        gpu_now, cpu_t, waits = self._dispatch(s, layer, placement)
         t1 = env.now
         if waits:
             if gpu_now:
@@ -121,17 +124,17 @@ class Engine:
             gpu_end = env.now
             if t1 + cpu_t > gpu_end:
                 yield env.timeout(t1 + cpu_t - gpu_end)
+            if cpu_t > 0:
+                yield env.timeout(self.sync_s)
         else:
             gpu_end = t1 + gpu_now
-            yield env.timeout(max(gpu_now, cpu_t))
+            yield env.timeout(max(gpu_now, cpu_t) + (self.sync_s if cpu_t > 0 else 0.0))
         c.gpu_busy_s += attention + gpu_now
         c.cpu_busy_s += cpu_t
         self._mark("GPU", f"L{layer} experts", t1, gpu_end)
         if cpu_t > 0:
             self._mark("CPU", f"L{layer} experts", t1, t1 + cpu_t)
             c.bubble_s += abs(gpu_end - (t1 + cpu_t))
-            sync = self.cost.layer_sync_s()
-            yield env.timeout(sync)
         cache.pinned[layer] = False
         self.policy.on_layer_end(layer, counts, cache)
         self.link.wake()
@@ -139,54 +142,62 @@ class Engine:
         if not self.link.prefetch_enabled:
             yield from self._drain()
 
-    def _dispatch(self, layer: int, counts: np.ndarray, placement):
+    def _dispatch(self, s: int, layer: int, placement):
         """Apply a placement: tally hits, start demand transfers; returns (gpu_s, cpu_s, waits)."""
         cache, c = self.cache, self.c
-        req = np.flatnonzero(counts)
-        n = counts[req]
+        req, n = self.req[s][layer], self.nreq[s][layer]
         where = np.asarray(placement.where)[req]
-        res = cache.resident[layer, req]
+        res = cache.resident[layer][req]
         c.requests += req.size
-        c.hits += int(res.sum())
-        used = req[res]
-        c.prefetch_useful += int(self.prefetched[layer, used].sum())
-        self.prefetched[layer, used] = False
+        c.hits += int(np.count_nonzero(res))
+        if self.n_prefetched_flags:
+            used = req[res]
+            useful = int(np.count_nonzero(self.prefetched[layer, used]))
+            c.prefetch_useful += useful
+            self.n_prefetched_flags -= useful
+            self.prefetched[layer, used] = False
         on_gpu, on_cpu = where == GPU, where == CPU
-        if (on_gpu & ~res).any():
+        if np.count_nonzero(on_gpu & ~res):
             bad = req[on_gpu & ~res][0]
             raise CacheError(f"policy {self.policy.name!r} placed expert ({layer}, {bad}) on the GPU "
                              "but it is not resident")
-        gpu_s = float(self.gpu_tab[n[on_gpu]].sum())
-        cpu_s = float(self.cpu_tab[n[on_cpu]].sum())
-        c.gpu_execs += int(on_gpu.sum())
-        c.cpu_execs += int(on_cpu.sum())
+        gpu_s = float(self.gpu_tab[n] @ on_gpu)
+        cpu_s = float(self.cpu_tab[n] @ on_cpu)
+        n_gpu, n_cpu = int(np.count_nonzero(on_gpu)), int(np.count_nonzero(on_cpu))
+        c.gpu_execs += n_gpu
+        c.cpu_execs += n_cpu
         waits = []
-        for e, k, w in zip(req[~(on_gpu | on_cpu)], n[~(on_gpu | on_cpu)], where[~(on_gpu | on_cpu)]):
-            g = float(self.gpu_tab[k])
-            if w == STREAM:
-                waits.append((self.link.request(layer, int(e), stream=True), g))
-                c.gpu_execs += 1
-            elif w != FETCH:
-                raise ValueError(f"policy {self.policy.name!r} returned placement code {w} (valid: 0..3)")
-            elif cache.resident[layer, e]:
-                gpu_s += g
-                c.gpu_execs += 1
-            elif cache.inflight[layer, e]:
-                waits.append((self.link.landing[(layer, int(e))], g))
-                c.gpu_execs += 1
-            elif self._reserve(layer, int(e)):
-                waits.append((self.link.request(layer, int(e)), g))
-                c.gpu_execs += 1
-            else:
-                c.fallbacks += 1
-                c.cpu_execs += 1
-                cpu_s += float(self.cpu_tab[k])
+        if n_gpu + n_cpu < req.size:
+            rest = ~(on_gpu | on_cpu)
+            for e, k, w in zip(req[rest].tolist(), n[rest].tolist(), where[rest].tolist()):
+                gpu_s, cpu_s = self._dispatch_one(layer, e, k, w, gpu_s, cpu_s, waits)
         for e in placement.extra_fetch:
             if cache.inflight[layer, e]:
                 waits.append((self.link.landing[(layer, int(e))], 0.0))
             elif not cache.resident[layer, e] and self._reserve(layer, int(e)):
                 waits.append((self.link.request(layer, int(e)), 0.0))
         return gpu_s, cpu_s, waits
+
+    def _dispatch_one(self, layer: int, e: int, k: int, w: int, gpu_s: float, cpu_s: float, waits: list):
+        """A FETCH or STREAM placement of one expert."""
+        cache, c = self.cache, self.c
+        g = float(self.gpu_tab[k])
+        if w == STREAM:
+            waits.append((self.link.request(layer, e, stream=True), g))
+        elif w != FETCH:
+            raise ValueError(f"policy {self.policy.name!r} returned placement code {w} (valid: 0..3)")
+        elif cache.resident[layer, e]:
+            gpu_s += g
+        elif cache.inflight[layer, e]:
+            waits.append((self.link.landing[(layer, e)], g))
+        elif self._reserve(layer, e):
+            waits.append((self.link.request(layer, e), g))
+        else:
+            c.fallbacks += 1
+            c.cpu_execs += 1
+            return gpu_s, cpu_s + float(self.cpu_tab[k])
+        c.gpu_execs += 1
+        return gpu_s, cpu_s
 
     # --- slots and transfers ------------------------------------------------------------------
     def _reserve(self, layer: int, expert: int) -> bool:
@@ -198,7 +209,9 @@ class Engine:
                 return False
             vl, ve = victim
             cache.evict(vl, ve)
-            self.prefetched[vl, ve] = False
+            if self.prefetched[vl, ve]:
+                self.prefetched[vl, ve] = False
+                self.n_prefetched_flags -= 1
             self.c.evictions += 1
         cache.begin(layer, expert)
         return True
@@ -229,6 +242,7 @@ class Engine:
         if prefetch:
             c.prefetches += 1
             self.prefetched[layer, expert] = True
+            self.n_prefetched_flags += 1
         else:
             c.demand_fetches += 1
         self.policy.on_transfer_done(layer, expert, self.cache)
@@ -244,3 +258,14 @@ class Engine:
             yield self.env.timeout(self.transfer_s)
             self.link.busy_s += self.transfer_s
             self.transfer_landed(layer, expert, False, start, True)
+
+
+def _requests(counts: np.ndarray):
+    """Per step and layer, the requested experts and their token counts (precomputed once)."""
+    S, L, _ = counts.shape
+    s_idx, l_idx, e_idx = np.nonzero(counts)
+    n = counts[s_idx, l_idx, e_idx]
+    bounds = np.searchsorted(s_idx * L + l_idx, np.arange(S * L + 1))
+    req = [[e_idx[bounds[s * L + l]:bounds[s * L + l + 1]] for l in range(L)] for s in range(S)]
+    nreq = [[n[bounds[s * L + l]:bounds[s * L + l + 1]] for l in range(L)] for s in range(S)]
+    return req, nreq

@@ -20,7 +20,7 @@ from traces.errors import TraceError
 from traces.io import load_trace, save_trace
 from traces.schema import SCHEMA_VERSION
 
-RUN_KEYS = ("model", "draft", "gamma", "precision", "max_new_tokens")  # must match to resume
+RUN_KEYS = ("model", "draft", "gamma", "precision", "max_new_tokens", "prompt_id")  # must match to resume
 
 
 @dataclass
@@ -95,7 +95,7 @@ def main(args: dict) -> dict:
     out = check_out_dir(cfg.out)
     meta = _run_meta(cfg, models)
     paths = [out / f"prompt_{i:05d}.npz" for i in range(len(prompts))]
-    todo = [i for i, path in enumerate(paths) if not _finished(path, meta)]
+    todo = [i for i, path in enumerate(paths) if not _finished(path, dict(meta, prompt_id=prompts[i][0]))]
     stats = _capture_all(cfg, models, meta, [(i, prompts[i], paths[i]) for i in todo], len(paths))
     return {"out": str(out), "written": len(todo), "skipped": len(paths) - len(todo),
             "mean_accepted": stats["accepted"] / max(stats["steps"], 1)}
@@ -106,7 +106,8 @@ def _run_meta(cfg: CaptureConfig, models) -> dict:
     import torch
     import transformers
     device = models.device
-    hardware = torch.cuda.get_device_name(device) if device.startswith("cuda") else platform.machine()
+    on_gpu = device != "cpu" and torch.cuda.is_available()
+    hardware = torch.cuda.get_device_name(device if device != "auto" else 0) if on_gpu else platform.machine()
     return {"schema_version": SCHEMA_VERSION, "source": "captured", "model": cfg.target,
             "draft": None if cfg.ar else cfg.draft, "gamma": 0 if cfg.ar else cfg.gamma,
             "precision": models.precision, "max_new_tokens": cfg.max_new_tokens, "device": device,
@@ -137,8 +138,8 @@ def _capture_all(cfg: CaptureConfig, models, meta: dict, jobs: list, total: int)
             save_trace(trace, path)
             stats["steps"] += trace.meta["n_steps"]
             stats["accepted"] += int(trace.sd.accepted.sum()) if trace.sd is not None else 0
+            bar.set_postfix(mean_accepted=f"{stats['accepted'] / max(stats['steps'], 1):.2f}", refresh=False)
             bar.update(1)
-            bar.set_postfix(mean_accepted=f"{stats['accepted'] / max(stats['steps'], 1):.2f}")
     return stats
 
 
@@ -149,7 +150,7 @@ def _finished(path: Path, run_meta: dict) -> bool:
     try:
         meta = load_trace(path).meta
     except TraceError:
-        return False
+        return False  # unreadable (damaged by something else): capture it again
     for key in RUN_KEYS:
         if meta.get(key) != run_meta[key]:
             raise TraceError(path, f"meta.{key}", f"left by another capture ({meta.get(key)!r}, this run "
@@ -171,14 +172,13 @@ def check_out_dir(out: str) -> Path:
 
 def load_prompts(cfg: CaptureConfig, vocab: int, encode) -> list[tuple[str, list[int]]]:
     """``(prompt id, token ids)`` per prompt, from ``tiny:N``, a JSONL file or a dataset name."""
-    spec = cfg.prompts
+    spec, cut = cfg.prompts, slice(None, cfg.limit)
     if spec.startswith("tiny:"):
-        prompts = _random_prompts(spec, vocab, cfg.prompt_len, cfg.seed)
-    elif Path(spec).expanduser().is_file():
-        prompts = [(pid, encode(text)) for pid, text in _read_jsonl(Path(spec).expanduser())]
+        prompts = _random_prompts(spec, vocab, cfg.prompt_len, cfg.seed)[cut]
     else:
-        prompts = [(pid, encode(text)) for pid, text in _read_dataset(cfg)]
-    prompts = prompts[:cfg.limit] if cfg.limit is not None else prompts
+        path = Path(spec).expanduser()
+        texts = _read_jsonl(path) if path.is_file() else _read_dataset(cfg)
+        prompts = [(pid, encode(text)) for pid, text in texts[cut]]
     if not prompts:
         raise TraceError(spec, "prompts", "holds no prompts")
     return prompts

@@ -43,23 +43,27 @@ def import_trace(source: str | os.PathLike) -> Trace | list[Trace]:
     if path.name.endswith("_routing.jsonl"):
         return _import_routing_jsonl(path)
     if path.suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                keys = set(z.files)
-                if "meta" in keys and "experts" in keys:
-                    return load_trace(path)
-                if any(re.fullmatch(r"experts_p\d+", k) for k in keys):
-                    return _unwrap([_qwen3_prompt(path, z, p) for p in _suffixes(keys, "experts_p")])
-                if any(k.endswith("_experts") for k in keys):
-                    names = sorted(k[: -len("_experts")] for k in keys if k.endswith("_experts"))
-                    return [_mixtral_request(path, z, n) for n in names]
-        except TraceError:
-            raise
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
-            raise TraceError(path, "<file>", f"not a readable .npz archive of a known layout: {exc}") from None
-        raise TraceError(path, "<keys>", f"unknown .npz layout (keys {sorted(keys)[:8]}); "
-                                         f"recognised formats: {'; '.join(FORMATS)}")
+        return _import_npz(path)
     raise TraceError(path, "<format>", f"unknown trace format; recognised formats: {'; '.join(FORMATS)}")
+
+
+def _import_npz(path: Path) -> Trace | list[Trace]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = set(z.files)
+            if "meta" in keys and "experts" in keys:
+                return load_trace(path)
+            if any(re.fullmatch(r"experts_p\d+", k) for k in keys):
+                return _unwrap([_qwen3_prompt(path, z, p) for p in _suffixes(keys, "experts_p")])
+            if any(k.endswith("_experts") for k in keys):
+                names = sorted(k[: -len("_experts")] for k in keys if k.endswith("_experts"))
+                return [_mixtral_request(path, z, n) for n in names]
+    except TraceError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise TraceError(path, "<file>", f"not a readable .npz archive of a known layout: {exc}") from None
+    raise TraceError(path, "<keys>", f"unknown .npz layout (keys {sorted(keys)[:8]}); "
+                                     f"recognised formats: {'; '.join(FORMATS)}")
 
 
 def _unwrap(traces: list[Trace]) -> Trace | list[Trace]:
@@ -70,7 +74,8 @@ def _suffixes(keys, prefix: str) -> list[str]:
     return sorted((k[len(prefix):] for k in keys if re.fullmatch(re.escape(prefix) + r"\d+", k)), key=int)
 
 
-def fill_missing(experts: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, int]:
+def fill_missing(experts: np.ndarray, weights: np.ndarray | None = None, path=None
+                 ) -> tuple[np.ndarray, np.ndarray | None, int]:
     """Replace missing rows (any id < 0) by the previous token's row of the same layer, or the next
     present row where none precedes; returns the filled copies and the number of rows filled."""
     ex = experts.copy()
@@ -79,7 +84,7 @@ def fill_missing(experts: np.ndarray, weights: np.ndarray | None = None) -> tupl
     for l in np.flatnonzero(missing.any(axis=0)):
         present = np.flatnonzero(~missing[:, l])
         if present.size == 0:
-            raise TraceError(None, "experts", f"layer {l} has no routing rows at all")
+            raise TraceError(path, "experts", f"layer {l} has no routing rows at all")
         src = present[np.clip(np.searchsorted(present, np.arange(len(ex)), side="right") - 1, 0, None)]
         ex[:, l] = ex[src, l]
         if w is not None:
@@ -96,7 +101,7 @@ def _meta(model: str, path: Path, request: str, workload: str, origin: str, **ex
 
 def _filled_trace(model: str, path: Path, request: str, workload: str, what: str,
                   experts: np.ndarray, weights: np.ndarray | None, **extra) -> Trace:
-    ex, w, n = fill_missing(np.asarray(experts), weights)
+    ex, w, n = fill_missing(np.asarray(experts), weights, path)
     origin = (f"{what}; {n} missing (token, layer) rows of {ex.shape[0] * ex.shape[1]} filled with the "
               f"previous token's row of the same layer" if n else f"{what}; no missing rows")
     meta = _meta(model, path, request, workload, origin, filled_rows=n, **extra)
@@ -123,20 +128,29 @@ def _qwen3_prompt(path: Path, z, p: str) -> Trace:
     return _filled_trace("qwen3_30b_a3b", path, pid, pid.split(":")[0], what, dec, None)
 
 
-def _import_routing_jsonl(path: Path) -> list[Trace]:
+def _read_routing_rows(path: Path) -> dict[tuple, dict]:
+    """``{(dataset, problem_id): {(layer, token_idx): (experts, gating_probs)}}`` from a jsonl file."""
     groups: dict[tuple, dict] = defaultdict(dict)
     with open(path) as f:
         for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
             try:
                 r = json.loads(line)
                 key, row = (r["dataset"], int(r["problem_id"])), (int(r["layer"]), int(r["token_idx"]))
-                groups[key][row] = (r["experts"], r.get("gating_probs"))
+                groups[key][row] = ([int(e) for e in r["experts"]], r.get("gating_probs"))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise TraceError(path, f"line {n}", f"not a routing row ({exc!r}); expected keys "
                                                     "dataset, problem_id, layer, experts, token_idx") from None
+    if not groups:
+        raise TraceError(path, "<rows>", "holds no routing rows")
+    return groups
+
+
+def _import_routing_jsonl(path: Path) -> list[Trace]:
     L, _, k = MODEL_SHAPES["mixtral_8x7b"]
     out = []
-    for (dataset, pid), rows in sorted(groups.items()):
+    for (dataset, pid), rows in sorted(_read_routing_rows(path).items()):
         T = max(t for _, t in rows) + 1
         ex = np.full((T, L, k), -1, np.int16)
         w = np.zeros((T, L, k), np.float32)
@@ -149,6 +163,4 @@ def _import_routing_jsonl(path: Path) -> list[Trace]:
         name = f"{dataset}_p{pid}"
         out.append(_filled_trace("mixtral_8x7b", path, name, dataset, f"problem {dataset}/{pid}, decode rows",
                                  ex, w))
-    if not out:
-        raise TraceError(path, "<rows>", "holds no routing rows")
     return out

@@ -4,14 +4,19 @@ Every number is either measured on real routing (``shared/reference/trace-stats.
 Qwen3-30B-A3B, everett6 Qwen3-30B-A3B, Mario928 Mixtral-8x7B) or a stated assumption:
 
 * ``reuse_anchors``: (layer, next-token reuse) points of the per-layer reuse profile, linearly
-  interpolated, for the model's reference workload (``ref_overlap`` overall).
+  interpolated, as measured on the profile's own workloads. A workload preset scales it by its
+  Qwen3 domain overlap over ``domain_overlap`` (the overlap of the profile's own domain type:
+  general for Qwen3, the mean of coding and math for the Mixtral HumanEval + GSM8K trace), and the
+  non-uniformity ``1 - entropy`` likewise by ``(1 - preset entropy) / (1 - domain_entropy)``.
   Qwen3: the anchors measured by gajsanders (L0 7.9%, L6 56.2%, L7 59.7%, L18 55.6%, L19 54.0%,
   L30 54.0%, L31 57.7%, L47 20.6%) plus dips at L10-14, L24 and L38 where everett6's per-layer curve
   is lowest, placed so that the mean is 42.7%. Mixtral: the per-layer table of trace-stats.md §2.
   DeepSeek-V2-Lite (no public per-token routing): Qwen3's shape at 85% of its height, because shared
   experts lower local routing consistency (Liang et al., arXiv 2505.16056); an assumption.
 * ``entropy_anchors``: (layer, normalized popularity entropy) shape; it is shifted so its mean is
-  the workload's target. Qwen3: L0 87.5% (max), L18 74.0% (min), deeper layers flatter (everett6).
+  ``ref_entropy``. Qwen3: L0 87.5% (max), L18 74.0% (min), deeper layers flatter (everett6).
+  Mixtral: trace-stats.md §2. DeepSeek-V2-Lite: Qwen3's shape around 0.80, an assumption (64
+  coarser experts, top-6; OLMoE's 64 experts measure 0.83-0.99).
 * ``ws_mult``, ``ws_weight``, ``ws_beta``: size (in multiples of k), share of fresh draws and
   popularity tilt of a segment's working set; ``chance_gain`` corrects the analytic chance-overlap
   estimate. These are fitted so the LRU hit rates at 8/16/32 (Qwen3) and 2/3/4 slots (Mixtral) match
@@ -37,8 +42,9 @@ class ModelClass:
     shared_experts: int
     reuse_anchors: tuple[tuple[int, float], ...]
     entropy_anchors: tuple[tuple[int, float], ...]
-    ref_overlap: float  # overall next-token reuse of the reference (general) workload
-    ref_entropy: float  # mean normalized entropy of the reference (general) workload
+    ref_entropy: float  # mean normalized entropy of the profile's own workloads
+    domain_overlap: float  # Qwen3 overlap of the domain type(s) the profile was measured on
+    domain_entropy: float  # Qwen3 entropy of the same domain type(s)
     ws_mult: float
     ws_weight: float
     ws_beta: float
@@ -59,28 +65,28 @@ def _interp(anchors, n: int) -> np.ndarray:
     return np.interp(np.arange(n), np.array(x) * (n - 1) / max(x), y)
 
 
-_QWEN3_REUSE = ((0, .079), (1, .30), (3, .46), (6, .562), (7, .597), (10, .41), (14, .39), (18, .556),
-                (19, .54), (24, .35), (30, .54), (31, .577), (38, .37), (44, .41), (46, .29), (47, .206))
+_QWEN3_REUSE = ((0, .079), (1, .29), (3, .45), (6, .562), (7, .597), (10, .41), (14, .38), (18, .556),
+                (19, .54), (24, .34), (30, .54), (31, .577), (38, .36), (44, .40), (46, .28), (47, .206))
 _QWEN3_ENTROPY = ((0, .875), (3, .76), (8, .745), (18, .740), (26, .78), (34, .785), (42, .765), (47, .775))
 
 MODELS: dict[str, ModelClass] = {
     "qwen3_30b_a3b": ModelClass(
         "qwen3_30b_a3b", "Qwen/Qwen3-30B-A3B", 48, 128, 8, (), 0,
-        _QWEN3_REUSE, _QWEN3_ENTROPY, ref_overlap=0.427, ref_entropy=0.765,
-        ws_mult=2.0, ws_weight=0.6, ws_beta=1.0, chance_gain=1.0),
+        _QWEN3_REUSE, _QWEN3_ENTROPY, ref_entropy=0.765, domain_overlap=0.427, domain_entropy=0.765,
+        ws_mult=1.0, ws_weight=0.3, ws_beta=1.0, chance_gain=1.02),
     "deepseek_v2_lite": ModelClass(
         "deepseek_v2_lite", "deepseek-ai/DeepSeek-V2-Lite", 26, 64, 6, (0,), 2,
         tuple((l, 0.85 * r) for l, r in _QWEN3_REUSE), _QWEN3_ENTROPY,
-        ref_overlap=0.85 * 0.427, ref_entropy=0.80,
-        ws_mult=2.0, ws_weight=0.6, ws_beta=1.0, chance_gain=1.0),
+        ref_entropy=0.80, domain_overlap=0.427, domain_entropy=0.765,  # assumed, see above
+        ws_mult=1.0, ws_weight=0.3, ws_beta=1.0, chance_gain=1.02),
     "mixtral_8x7b": ModelClass(
         "mixtral_8x7b", "mistralai/Mixtral-8x7B-Instruct-v0.1", 32, 8, 2, (), 0,
         ((0, .259), (4, .364), (8, .378), (9, .45), (12, .417), (14, .44), (15, .44), (16, .355),
          (20, .432), (24, .403), (28, .352), (31, .296)),
         ((0, .991), (4, .994), (8, .987), (12, .987), (16, .992), (20, .976), (24, .978), (28, .992),
          (31, .988)),
-        ref_overlap=0.376, ref_entropy=0.988,
-        ws_mult=1.5, ws_weight=0.3, ws_beta=1.0, chance_gain=1.0),
+        ref_entropy=0.988, domain_overlap=0.406, domain_entropy=0.8025,
+        ws_mult=1.5, ws_weight=0.35, ws_beta=1.0, chance_gain=1.12),
 }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from traces.cachesim import belady_hits, lru_ranks, next_prev_use
+from traces.routing_model import norm_entropy
 from traces.schema import Trace
 
 GAMMAS = (0, 1, 2, 4, 8, 12)
@@ -44,10 +45,7 @@ def _counts(experts: np.ndarray, n_experts: int) -> np.ndarray:
 
 
 def _entropy(counts: np.ndarray) -> np.ndarray:
-    p = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
-    return h / np.log(counts.shape[1])
+    return norm_entropy(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1))
 
 
 def window_unique_sum(prev: np.ndarray, gamma: int) -> tuple[float, int]:
@@ -64,61 +62,106 @@ def window_unique_sum(prev: np.ndarray, gamma: int) -> tuple[float, int]:
     return float(np.clip(hi - lo + 1, 0, None).sum()), (T - w + 1) * L
 
 
-class _Pool:
-    """Counts of one statistic pooled over traces (sums per layer and denominators)."""
+def _hits_by_size(ranks: np.ndarray, slots, n_experts: int) -> np.ndarray:
+    """Hits per layer at each cache size from LRU stack distances, int [len(slots), L]."""
+    T, L, k = ranks.shape
+    capped = np.minimum(ranks, n_experts).transpose(1, 0, 2).reshape(L, -1)
+    flat = (np.arange(L)[:, None] * (n_experts + 1) + capped).ravel()
+    hist = np.bincount(flat, minlength=L * (n_experts + 1)).reshape(L, n_experts + 1)
+    below = np.concatenate([np.zeros((L, 1), np.int64), np.cumsum(hist, axis=1)], axis=1)
+    return np.stack([below[:, min(int(c), n_experts)] for c in slots]) if len(slots) else np.zeros((0, L))
 
-    def __init__(self, trace: Trace, slots, gammas, belady: bool):
+
+class _Pool:
+    """Counts of one trace, summed per layer, for pooling over a workload set."""
+
+    def __init__(self, trace: Trace, slots, belady_slots, gammas):
         ex, E, k = trace.experts, trace.n_experts, trace.top_k
         T, L, _ = ex.shape
         nxt, prev = next_prev_use(ex, E)
-        self.tokens = T
+        self.tokens, self.accesses = T, T * k
         self.counts = _counts(ex, E)
         self.reuse = np.count_nonzero(prev[1:] == np.arange(T - 1)[:, None, None], axis=(0, 2))
         self.reuse_den = max(T - 1, 0) * k
-        self.accesses = T * k
-        ranks, sranks = lru_ranks(ex, E), lru_ranks(ex, E, sequential=True)
-        self.lru = np.stack([np.count_nonzero(ranks < c, axis=(0, 2)) for c in slots])
-        self.lru_seq = np.stack([np.count_nonzero(sranks < c, axis=(0, 2)) for c in slots])
-        ok = [c for c in slots if c >= k]
-        self.belady = belady_hits(ex, E, ok, nxt) if belady and ok else np.zeros((0, L))
-        self.belady_slots = ok if belady else []
+        ranks, sranks = lru_ranks(ex, E)
+        self.lru, self.lru_seq = _hits_by_size(ranks, slots, E), _hits_by_size(sranks, slots, E)
+        self.belady = belady_hits(ex, E, belady_slots, nxt) if belady_slots else np.zeros((0, L))
         self.windows = {g: window_unique_sum(prev, g) for g in gammas}
 
 
+def _joined(traces, key: str) -> str:
+    return ",".join(sorted({str(t.meta.get(key)) for t in traces}))
+
+
+def _check_one_model(traces) -> tuple[int, int, int]:
+    shapes = {(t.n_layers, t.n_experts, t.top_k) for t in traces}
+    if len(shapes) != 1:
+        raise ValueError(f"traces have shapes (L, E, k) {sorted(shapes)}: statistics need one model")
+    return shapes.pop()
+
+
+def _by_size(slots, hits: np.ndarray, acc: int) -> tuple[dict, dict]:
+    rates = hits / acc
+    return ({c: float(v.mean()) for c, v in zip(slots, rates)}, {c: v.tolist() for c, v in zip(slots, rates)})
+
+
 def analyse(traces, slots=None, gammas=GAMMAS, belady: bool = True) -> dict:
-    """Statistics of one :class:`Trace` or a list of traces of the same model, as a JSON-ready dict."""
+    """Statistics of one :class:`Trace` or a list of traces of the same model, as a JSON-ready dict
+    (hit rates keyed by slots per layer, window sizes keyed by gamma)."""
     traces = [traces] if isinstance(traces, Trace) else list(traces)
-    first = traces[0]
-    shape = (first.n_layers, first.n_experts, first.top_k)
-    for tr in traces[1:]:
-        if (tr.n_layers, tr.n_experts, tr.top_k) != shape:
-            raise ValueError(f"trace {tr.path} has shape (L, E, k)={(tr.n_layers, tr.n_experts, tr.top_k)}, "
-                             f"others {shape}: statistics need one model")
-    L, E, k = shape
+    L, E, k = _check_one_model(traces)
     slots = tuple(int(c) for c in (slots or default_slots(E, k)))
-    pools = [_Pool(tr, slots, gammas, belady) for tr in traces]
+    bel_slots = tuple(c for c in slots if c >= k) if belady else ()
+    pools = [_Pool(tr, slots, bel_slots, gammas) for tr in traces]
     acc = sum(p.accesses for p in pools)
-    reuse_den = max(sum(p.reuse_den for p in pools), 1)
-    reuse_l = sum(p.reuse for p in pools) / reuse_den
+    reuse_l = sum(p.reuse for p in pools) / max(sum(p.reuse_den for p in pools), 1)
     ent_l = _entropy(sum(p.counts for p in pools))
-    lru_l = sum(p.lru for p in pools) / acc
-    bel = sum(p.belady for p in pools) / acc if belady else None
-    out = {
-        "model": first.meta.get("model"), "workload": first.meta.get("workload"),
-        "source": first.meta.get("source"), "n_traces": len(traces),
-        "tokens": int(sum(p.tokens for p in pools)), "n_layers": L, "n_experts": E, "top_k": k,
-        "random_reuse": k / E,
-        "reuse": float(reuse_l.mean()), "reuse_by_layer": reuse_l.tolist(),
-        "entropy": float(ent_l.mean()), "entropy_by_layer": ent_l.tolist(),
-        "lru_hit": {c: float(v.mean()) for c, v in zip(slots, lru_l)},
-        "lru_seq_hit": {c: float(v.mean()) for c, v in zip(slots, sum(p.lru_seq for p in pools) / acc)},
-        "lru_hit_by_layer": {c: v.tolist() for c, v in zip(slots, lru_l)},
-        "belady_hit": {}, "unique_per_window": {},
-    }
-    if belady:
-        out["belady_hit"] = {c: float(v.mean()) for c, v in zip(pools[0].belady_slots, bel)}
+    lru, lru_l = _by_size(slots, sum(p.lru for p in pools), acc)
+    bel, bel_l = _by_size(bel_slots, sum(p.belady for p in pools), acc)
+    windows = {}
     for g in gammas:
-        num = sum(p.windows[g][0] for p in pools)
-        den = sum(p.windows[g][1] for p in pools)
-        out["unique_per_window"][g] = num / den if den else float("nan")
-    return out
+        num, den = (sum(p.windows[g][i] for p in pools) for i in (0, 1))
+        windows[g] = num / den if den else None
+    return {"model": _joined(traces, "model"), "workload": _joined(traces, "workload"),
+            "source": _joined(traces, "source"), "n_traces": len(traces),
+            "tokens": int(sum(p.tokens for p in pools)), "n_layers": L, "n_experts": E, "top_k": k,
+            "random_reuse": k / E, "reuse": float(reuse_l.mean()), "reuse_by_layer": reuse_l.tolist(),
+            "entropy": float(ent_l.mean()), "entropy_by_layer": ent_l.tolist(),
+            "lru_hit": lru, "lru_seq_hit": _by_size(slots, sum(p.lru_seq for p in pools), acc)[0],
+            "belady_hit": bel, "unique_per_window": windows,
+            "lru_hit_by_layer": lru_l, "belady_hit_by_layer": bel_l}
+
+
+def curves(traces, belady_slots=None) -> dict:
+    """Hit-rate curves for a figure: LRU at every size k..E (free from the stack distances) and
+    Belady at ``belady_slots`` (default: about 12 sizes from k to E)."""
+    traces = [traces] if isinstance(traces, Trace) else list(traces)
+    E, k = traces[0].n_experts, traces[0].top_k
+    if belady_slots is None:
+        belady_slots = sorted({int(round(x)) for x in np.geomspace(k, E, 12)})
+    lru = analyse(traces, slots=list(range(k, E + 1)), gammas=(), belady=False)["lru_hit"]
+    bel = analyse(traces, slots=belady_slots, gammas=(), belady=True)["belady_hit"]
+    return {"lru": lru, "belady": bel}
+
+
+def format_table(st: dict) -> str:
+    """A plain-text report of :func:`analyse` output: summary lines and a per-layer table."""
+    slots = list(st["lru_hit"])
+    head = [f"model {st['model']}  workload {st['workload']}  source {st['source']}  "
+            f"traces {st['n_traces']}  tokens {st['tokens']}  (L={st['n_layers']}, E={st['n_experts']}, "
+            f"k={st['top_k']})",
+            f"next-token reuse {st['reuse']:.3f} (uniform random {st['random_reuse']:.3f})   "
+            f"mean normalized entropy {st['entropy']:.3f}",
+            "slots/layer        " + "".join(f"{c:>8}" for c in slots),
+            "LRU hit            " + "".join(f"{st['lru_hit'][c]:8.3f}" for c in slots),
+            "LRU hit (seq.)     " + "".join(f"{st['lru_seq_hit'][c]:8.3f}" for c in slots),
+            "Belady hit         " + "".join(f"{st['belady_hit'][c]:8.3f}" if c in st["belady_hit"]
+                                           else f"{'-':>8}" for c in slots),
+            "gamma              " + "".join(f"{g:>8}" for g in st["unique_per_window"]),
+            "unique experts/win " + "".join(f"{v:8.2f}" if v is not None else f"{'-':>8}"
+                                           for v in st["unique_per_window"].values()),
+            "",
+            f"{'layer':>5} {'entropy':>8} {'reuse':>7}" + "".join(f" {'LRU@' + str(c):>7}" for c in slots)]
+    rows = [f"{l:>5} {st['entropy_by_layer'][l]:8.3f} {st['reuse_by_layer'][l]:7.3f}"
+            + "".join(f" {st['lru_hit_by_layer'][c][l]:7.3f}" for c in slots) for l in range(st["n_layers"])]
+    return "\n".join(head + rows)

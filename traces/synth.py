@@ -5,20 +5,27 @@ The model (:mod:`traces.routing_model`), and why each part is there:
 1. **Persistent per-layer popularity.** Real routers have favourite experts per layer, stable over a
    workload (normalized popularity entropy 0.62-0.81 on Qwen3-30B-A3B, 0.99 on Mixtral, lower for
    specialised text). Each layer gets a Zipf law over a random permutation of its experts; the
-   exponent is solved so the long-run shares have the target entropy per layer. The permutation
-   is seeded by (model, domain): prompts of a workload share their popular experts.
+   exponent is solved so the long-run shares have the target entropy per layer. A Zipf tail (every
+   expert gets used, as measured) is what leaves about 19% of lookups outside a 32-slot LRU cache;
+   a log-normal head of the same entropy made LRU@32 far too high. The permutation is seeded by
+   (model, domain): prompts of a workload share their popular experts.
 2. **Sticky previous experts.** Next-token reuse |E_t ∩ E_t+1|/k is far above chance (42.7% vs
    6.25% on Qwen3) and depends on depth: low at the first and last layers (7.9%, 20.6%), high
    mid-stack (54-60%). Each expert of token t-1 is kept with a per-layer probability solved from
    the model class's measured per-layer reuse profile, scaled by the workload's overall overlap.
-3. **Segment-local working sets.** Reuse alone leaves LRU hit rates at 16/32 slots (65%/81%
-   measured) far too low: real routing revisits a small set over tens of tokens. Fresh draws come
-   from a mix of the popularity and a working set of a few times k experts drawn from it.
+   Where the target is below what the popularity gives by chance (Qwen3 layer 0), the previous
+   experts are instead avoided with some probability (consecutive tokens differ at the first layer).
+3. **Segment-local working sets.** Popularity and reuse alone leave the LRU hit rate at 16 slots
+   (65% measured) too low: real routing revisits a small set over tens of tokens. Fresh draws come
+   from a mix of the popularity and a working set of about k experts drawn from it (weight per
+   layer proportional to the layer's reuse target).
 4. **Domain shifts.** At random tokens (the workload's ``shift_rate``, shared by all layers, as a
    topic change affects the whole stack) every layer draws a new working set, so the popular set
    changes within a sequence and caches must adapt.
 
-Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments give the same trace.
+Everything is drawn from seeded ``numpy.random`` generators: the same arguments give the same trace,
+and ``meta.generator`` holds every parameter. Measured against the targets (4096 tokens, alpaca):
+see ``tests/traces/test_calibration.py`` and ``benchmarks/bench_traces.py``.
 """
 from __future__ import annotations
 
@@ -31,12 +38,11 @@ from omegaconf import OmegaConf
 import traces
 from traces.errors import TraceError
 from traces.profiles import MODELS, model_class
-from traces.routing_model import generate, solve_zipf, stickiness, zipf
+from traces.routing_model import N_PROBE, generate, popularity, segment_mix, solve_exponent, stickiness
 from traces.schema import SCHEMA_VERSION, Trace
 
 CONF_DIR = Path(traces.__file__).resolve().parents[1] / "conf"
 DEFAULT_WORKLOAD = "alpaca"
-GENERAL_OVERLAP, GENERAL_ENTROPY = 0.427, 0.765  # Qwen3 "general" prompts, trace-stats.md §4
 GENERATOR = "sticky-zipf-working-set/1"
 
 
@@ -66,47 +72,60 @@ def _model(name: str):
     try:
         return model_class(name)
     except KeyError:
-        raise TraceError("traces/profiles.py", "model",
+        raise TraceError("synthesize", "model",
                          f"unknown model class {name!r}; valid: {', '.join(list_models())}") from None
+
+
+def _check_int(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise TraceError("synthesize", name, f"must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _layout(pop_seed: int, n_layers: int, n_experts: int) -> tuple[np.ndarray, np.ndarray]:
+    """The popularity permutation [L, E] and the probe working-set noise, from the popularity seed."""
+    rng = np.random.default_rng(pop_seed)
+    perm = np.argsort(rng.random((n_layers, n_experts)), axis=1)
+    return perm, rng.gumbel(size=(N_PROBE, n_layers, n_experts))
 
 
 def generator_params(model: str, workload: str, tokens: int, seed: int = 0) -> dict:
     """Every parameter of the generator for this (model, workload), as JSON-ready values."""
     mc, wl = _model(model), workload_preset(workload)
-    if int(tokens) < 1:
-        raise TraceError(None, "tokens", f"must be a positive integer, got {tokens!r}")
+    tokens, seed = _check_int("tokens", tokens, 1), _check_int("seed", seed, 0)
     k, w = mc.top_k, max(mc.top_k + 1, int(round(mc.ws_mult * mc.top_k)))
     pop_seed = zlib.crc32(f"{model}/{wl['domain']}".encode())
-    perm = np.argsort(np.random.default_rng(pop_seed).random((mc.n_layers, mc.n_experts)), axis=1)
-    reuse = np.clip(mc.reuse_profile() * wl["overlap"] / GENERAL_OVERLAP, 0.0, 0.95)
-    flat = (1 - mc.entropy_profile()) * (1 - wl["entropy"]) / (1 - GENERAL_ENTROPY)
+    perm, noise = _layout(pop_seed, mc.n_layers, mc.n_experts)
+    reuse = np.clip(mc.reuse_profile() * wl["overlap"] / mc.domain_overlap, 0.0, 0.95)
+    flat = (1 - mc.entropy_profile()) * (1 - wl["entropy"]) / (1 - mc.domain_entropy)
     entropy = np.clip(1 - flat, 0.05, 0.9999)
     a = np.clip(mc.ws_weight * reuse / mc.reuse_profile().mean(), 0.0, 0.95)
-    s = solve_zipf(entropy, perm, k, w, a, mc.ws_beta)
-    stick = stickiness(reuse, zipf(s, perm), k, w, a, mc.ws_beta, mc.chance_gain)
-    return {"generator": GENERATOR, "seed": int(seed), "tokens": int(tokens), "popularity_seed": pop_seed,
-            "domain": wl["domain"], "shift_rate": float(wl["shift_rate"]), "working_set": w,
-            "working_set_weight": np.round(a, 4).tolist(), "working_set_beta": mc.ws_beta,
-            "target_reuse": np.round(reuse, 4).tolist(), "target_entropy": np.round(entropy, 4).tolist(),
-            "zipf_exponent": np.round(s, 5).tolist(), "stickiness": np.round(stick, 5).tolist()}
+    exponent = solve_exponent(entropy, perm, k, w, a, mc.ws_beta, noise)
+    q = segment_mix(popularity(exponent, perm), noise, w, a, mc.ws_beta)
+    stick = stickiness(reuse, q, k, mc.chance_gain)
+    return {"generator": GENERATOR, "seed": seed, "tokens": tokens, "domain": wl["domain"],
+            "shift_rate": float(wl["shift_rate"]), "popularity_seed": pop_seed,
+            "zipf_exponent": np.round(exponent, 5).tolist(),
+            "working_set": w, "working_set_beta": mc.ws_beta, "working_set_weight": np.round(a, 4).tolist(),
+            "stickiness": np.round(stick, 5).tolist(), "chance_gain": mc.chance_gain,
+            "target_reuse": np.round(reuse, 4).tolist(), "target_entropy": np.round(entropy, 4).tolist()}
 
 
 def synthesize(model: str, workload: str = DEFAULT_WORKLOAD, tokens: int = 4096, seed: int = 0) -> Trace:
-    """A synthetic trace of ``tokens`` decode tokens for a model class and workload preset."""
+    """A synthetic trace of ``tokens`` decode tokens for a model class and workload preset.
+
+    The per-token draws use ``default_rng([seed, crc32(workload)])``, so two workloads of the same
+    domain share popular experts but not their token sequences."""
     mc, wl = _model(model), workload_preset(workload)
     gp = generator_params(model, workload, tokens, seed)
-    perm = np.argsort(np.random.default_rng(gp["popularity_seed"]).random((mc.n_layers, mc.n_experts)), axis=1)
-    pop = zipf(np.array(gp["zipf_exponent"]), perm)
-    rng = np.random.default_rng(seed)
-    experts, n_seg = generate(pop, np.array(gp["stickiness"]), mc.top_k, int(tokens), gp["working_set"],
+    perm, _ = _layout(gp["popularity_seed"], mc.n_layers, mc.n_experts)
+    pop = popularity(np.array(gp["zipf_exponent"]), perm)
+    rng = np.random.default_rng([gp["seed"], zlib.crc32(workload.encode())])
+    experts, n_seg = generate(pop, np.array(gp["stickiness"]), mc.top_k, gp["tokens"], gp["working_set"],
                               np.array(gp["working_set_weight"]), mc.ws_beta, gp["shift_rate"], rng)
     meta = {"schema_version": SCHEMA_VERSION, "model": model, "hf_name": mc.hf_name,
             "n_layers": mc.n_layers, "n_experts": mc.n_experts, "top_k": mc.top_k,
             "dense_layers": list(mc.dense_layers), "shared_experts": mc.shared_experts,
             "source": "synthetic", "workload": workload, "acceptance": float(wl["acceptance"]),
-            "prompt_id": f"synthetic/{workload}/seed{int(seed)}", "segments": n_seg, "generator": gp}
+            "prompt_id": f"synthetic/{workload}/seed{gp['seed']}", "segments": n_seg, "generator": gp}
     return Trace(meta=meta, experts=experts).validate()
-
-
-__all__ = ["DEFAULT_WORKLOAD", "generator_params", "list_models", "list_workloads",
-           "synthesize", "workload_preset"]

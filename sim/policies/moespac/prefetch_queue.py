@@ -33,6 +33,15 @@ class PrefetchQueue:
         if self.size > self.limit:
             self._compact()
 
+    def push_levels(self, layer: int, experts: list, levels: list) -> None:
+        """Queue ``experts[i]`` of ``layer`` at ``levels[i]`` (FIFO within each level)."""
+        g, qs = self.gen[layer], self.levels
+        for e, s in zip(experts, levels):
+            qs[s].append((layer, e, g))
+        self.size += len(experts)
+        if self.size > self.limit:
+            self._compact()
+
     def drop_layer(self, layer: int) -> None:
         """Layer ``layer`` starts: its queued entries become stale."""
         self.gen[layer] += 1

@@ -6,10 +6,17 @@ Scores (the authors' cache states): -1 empty slot or transfer in flight, 0 used 
 only; -1 entries are the slots outside it (``score[l, e] == -1``). Keys are packed into one int,
 ``score * L * E + layer * E + expert``, which orders exactly like the tuple and compares faster.
 
-Pinning is kept out of the tree: :meth:`pin` marks the layer, and while it is marked every resident
-expert of the layer reads as score K+1 and is never a victim. Re-keying a whole layer twice per pass
-would cost ~40 tree operations per layer for no change in any decision (a pinned layer is skipped
-by the victim search either way); its stored scores change only where the next release changes them.
+Two shortcuts keep a layer's release cheap (the decisions are the same as with an eagerly
+re-keyed tree):
+
+* Pinning is a flag per layer: while it is set every resident expert of the layer reads as score
+  K+1 and is never a victim. Re-keying the layer in and out of K+1 would cost ~40 tree operations
+  per pass for no change in any decision.
+* Raising a score is lazy: :attr:`score` always holds the true score, the tree key may lag
+  *below* it (``key <= score``); lowering is eager. The victim search meets keys in ascending order,
+  and an entry whose key is below its score is re-keyed when met, before its bucket's successors
+  are considered -- so every expert is seen at its true score before any larger score is.
+  Utilities mostly oscillate by one level, so most releases touch the tree not at all.
 
 Victim search (only an expert whose score is below its layer's threshold may go):
 
@@ -17,7 +24,7 @@ Victim search (only an expert whose score is below its layer's threshold may go)
 * ``"cyclic"`` (ours): the smallest score, and among equal scores the expert whose layer runs
   furthest in the future -- the layers just computed (the current layer, then the ones before it)
   before the ones about to run. Decode visits the layers cyclically, so this is Belady's choice
-  among equally useful experts; it is two reversed range scans per score, O(log n) to start.
+  among equally useful experts: two reversed range scans per score, O(log n) to start.
 """
 from __future__ import annotations
 
@@ -35,46 +42,47 @@ class ScoreTree:
             raise ValueError(f"eviction order {order!r} is not one of {ORDERS}")
         self.L, self.E, self.K, self.order = n_layers, n_experts, K, order
         self.LE = n_layers * n_experts
-        self.score = np.full((n_layers, n_experts), -1, dtype=np.int16)
+        self.score = np.full((n_layers, n_experts), -1, dtype=np.int64)   # true scores
+        self.key = np.full((n_layers, n_experts), -1, dtype=np.int64)     # score part of tree key
         self.tree = SortedList()
-        self.pinned = np.zeros(n_layers, dtype=bool)
+        self.pinned = [False] * n_layers
 
     # --- membership -------------------------------------------------------------------------
     def insert(self, layer: int, expert: int, score: int) -> None:
         """A transfer landed (or an expert was preloaded): it enters with ``score``."""
-        if self.score[layer, expert] >= 0:
+        if self.key[layer, expert] >= 0:
             self.set(layer, expert, score)
             return
-        self.score[layer, expert] = score
+        self.score[layer, expert] = self.key[layer, expert] = score
         self.tree.add(score * self.LE + layer * self.E + expert)
 
     def remove(self, layer: int, expert: int) -> None:
         """The expert was evicted: its slot is empty (-1)."""
-        s = int(self.score[layer, expert])
-        if s >= 0:
-            self.tree.remove(s * self.LE + layer * self.E + expert)
-            self.score[layer, expert] = -1
+        k = int(self.key[layer, expert])
+        if k >= 0:
+            self.tree.remove(k * self.LE + layer * self.E + expert)
+            self.score[layer, expert] = self.key[layer, expert] = -1
 
     def set(self, layer: int, expert: int, score: int) -> None:
-        """Re-key a resident expert (no-op when the score is unchanged)."""
-        old = int(self.score[layer, expert])
-        if old == score or old < 0:
+        """New score of a resident expert (raised lazily, lowered at once)."""
+        if self.key[layer, expert] < 0:
             return
-        base = layer * self.E + expert
-        self.tree.remove(old * self.LE + base)
-        self.tree.add(score * self.LE + base)
         self.score[layer, expert] = score
+        if score < self.key[layer, expert]:
+            self._rekey(layer, expert, score)
 
-    def set_layer(self, layer: int, scores: np.ndarray) -> None:
-        """Give every resident expert of ``layer`` its new score (re-keys only the changed ones)."""
-        row = self.score[layer]
-        changed = np.flatnonzero((row >= 0) & (row != scores))
-        if changed.size:
-            base, LE, tree = layer * self.E, self.LE, self.tree
-            for e, old, new in zip(changed.tolist(), row[changed].tolist(), scores[changed].tolist()):
-                tree.remove(old * LE + base + e)
-                tree.add(new * LE + base + e)
-            row[changed] = scores[changed]
+    def set_layer(self, layer: int, scores: np.ndarray, resident: np.ndarray) -> None:
+        """Give every ``resident`` expert of ``layer`` its new score."""
+        np.copyto(self.score[layer], scores, where=resident)
+        lower = np.flatnonzero(scores < self.key[layer])    # absent experts have key -1
+        for e in lower.tolist():
+            self._rekey(layer, e, int(scores[e]))
+
+    def _rekey(self, layer: int, expert: int, score: int) -> None:
+        base = layer * self.E + expert
+        self.tree.remove(int(self.key[layer, expert]) * self.LE + base)
+        self.tree.add(score * self.LE + base)
+        self.key[layer, expert] = score
 
     # --- pinning ------------------------------------------------------------------------------
     def pin(self, layer: int) -> None:
@@ -89,48 +97,66 @@ class ScoreTree:
         return self.K + 1 if s >= 0 and self.pinned[layer] else s
 
     def entries(self) -> list[tuple[int, int, int]]:
-        """(effective score, layer, expert) of every resident expert, in eviction-key order."""
-        out = [(k // self.LE, (k % self.LE) // self.E, k % self.E) for k in self.tree]
-        return sorted((self.K + 1 if self.pinned[l] else s, l, e) for s, l, e in out)
+        """(effective score, layer, expert) of every resident expert, smallest first."""
+        ls, es = np.nonzero(self.score >= 0)
+        return sorted((self.score_of(l, e), l, e) for l, e in zip(ls.tolist(), es.tolist()))
 
     # --- victims ------------------------------------------------------------------------------
-    def victim(self, tau: np.ndarray, current: int, blocked: np.ndarray) -> tuple[int, int] | None:
-        """The resident expert to evict: score < ``tau[its layer]``, layer not pinned/``blocked``."""
-        top = min(self.K + 1, int(tau.max()))
+    def victim(self, tau: list, tau_min: int, tau_max: int, current: int,
+               blocked: np.ndarray) -> tuple[int, int] | None:
+        """The resident expert to evict: true score < ``tau[its layer]``, its layer neither pinned
+        here nor ``blocked`` (the executor's pins); None if no expert may go."""
+        top = min(self.K + 1, tau_max)
         LE, E = self.LE, self.E
-        if self.order == "id":
-            for key in self.tree.irange(None, top * LE - 1):
-                s, rest = divmod(key, LE)
-                l = rest // E
-                if s < tau[l] and not self.pinned[l] and not blocked[l]:
-                    return l, rest - l * E
-            return None
-        tau_min = int(tau.min())
         for s in range(top):
             lo = s * LE
-            if s < tau_min:     # every layer may give up a score-s expert: scan the bucket
-                for a, b in ((lo, lo + (current + 1) * E - 1), (lo + (current + 1) * E, lo + LE - 1)):
-                    for key in self.tree.irange(a, b, reverse=True):
-                        rest = key - lo
-                        l = rest // E
-                        if not self.pinned[l] and not blocked[l]:
-                            return l, rest - l * E
-                continue
-            found = self._cyclic_layers(s, np.flatnonzero(tau > s), current, blocked)
+            if self.order == "id":
+                ranges = ((lo, lo + LE - 1, False),)
+            else:
+                cut = lo + (current + 1) * E
+                ranges = ((lo, cut - 1, True), (cut, lo + LE - 1, True))
+            if self.order == "id" or s < tau_min:
+                found = self._scan(s, ranges, tau, blocked)
+            else:
+                found = self._cyclic_layers(s, tau, current, blocked)
             if found is not None:
                 return found
         return None
 
-    def _cyclic_layers(self, s: int, layers: np.ndarray, current: int, blocked: np.ndarray):
-        """Largest-id score-``s`` expert of the first eligible layer in cyclic-distance order."""
-        tree, E, lo = self.tree, self.E, s * self.LE
-        order = np.concatenate((layers[layers <= current][::-1], layers[layers > current][::-1]))
-        for l in order.tolist():
-            if self.pinned[l] or blocked[l]:
+    def _scan(self, s: int, ranges, tau: list, blocked: np.ndarray):
+        """Walk bucket ``s`` in the given ranges; lagging keys are re-keyed after the walk."""
+        lo, E, pinned, score = s * self.LE, self.E, self.pinned, self.score
+        lagging, found = [], None
+        for a, b, rev in ranges:
+            for key in self.tree.irange(a, b, reverse=rev):
+                l, e = divmod(key - lo, E)
+                if pinned[l]:
+                    continue
+                if score[l, e] != s:
+                    lagging.append((l, e))
+                elif s < tau[l] and not blocked[l]:
+                    found = (l, e)
+                    break
+            if found is not None:
+                break
+        for l, e in lagging:
+            self._rekey(l, e, int(score[l, e]))
+        return found
+
+    def _cyclic_layers(self, s: int, tau: list, current: int, blocked: np.ndarray):
+        """Some layers may not give up score ``s``: visit the eligible ones in cyclic-distance
+        order and take each one's largest-id score-``s`` expert (one bisect per layer)."""
+        tree, E, lo, L = self.tree, self.E, s * self.LE, self.L
+        for i in range(L):
+            l = (current - i) % L
+            if tau[l] <= s or self.pinned[l] or blocked[l]:
                 continue
-            i = tree.bisect_left(lo + (l + 1) * E) - 1
-            if i >= 0:
-                key = tree[i]
-                if key >= lo + l * E:
-                    return l, key - lo - l * E
+            while True:
+                j = tree.bisect_left(lo + (l + 1) * E) - 1
+                if j < 0 or tree[j] < lo + l * E:
+                    break
+                e = tree[j] - lo - l * E
+                if self.score[l, e] == s:
+                    return l, e
+                self._rekey(l, e, int(self.score[l, e]))
         return None

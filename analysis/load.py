@@ -1,0 +1,108 @@
+"""Reading result files and choosing the rows each table or figure uses.
+
+Everything here works on the result-row schema of DESIGN 3.4 (``sim.results.REQUIRED`` plus the
+optional columns the report uses when present).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.names import MOESPAC
+from sim.results import REQUIRED, read_results
+
+MAIN_EXPERIMENTS = ("paper_qwen3",)
+PAPER_GAMMA = 8
+
+
+class AnalysisError(Exception):
+    """A problem with the inputs of the analysis (missing files, columns or rows)."""
+
+
+def load_results(path: str | Path) -> pd.DataFrame:
+    """Every result row below ``path`` (a results.parquet or a folder), schema-checked."""
+    path = Path(path)
+    if not path.exists():
+        raise AnalysisError(f"results path {path} does not exist (run e.g. "
+                            "python -m sim sweep experiment=paper_qwen3 out=out/paper_qwen3)")
+    try:
+        df = read_results(path)
+    except FileNotFoundError as exc:
+        raise AnalysisError(str(exc)) from exc
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise AnalysisError(f"{path}: result rows lack required columns {missing}")
+    if "source" not in df.columns:
+        df["source"] = "sim"
+    return df
+
+
+@dataclass
+class Slice:
+    """Rows chosen for a table or figure, and a sentence saying how they were chosen."""
+
+    rows: pd.DataFrame
+    note: str
+
+
+def _setting(df: pd.DataFrame) -> pd.Series:
+    return df["model"] + " | " + df["hardware"] + " | " + df["cache_ratio"].round(4).astype(str) + \
+        " | " + df["gen_tokens"].astype(str)
+
+
+def main_slice(df: pd.DataFrame, experiment: str | None = None, model: str | None = None) -> Slice:
+    """The rows of the main comparison table: one experiment, one setting, simulated runs.
+
+    The experiment is ``experiment`` if given, else ``paper_qwen3`` if present, else the one with
+    the most policies. Within it the most frequent (model, hardware, cache_ratio, gen_tokens)
+    setting is kept, and the speculative rows at gamma 8 (or else the most frequent gamma).
+    """
+    sim = df[df["source"] == "sim"]
+    if model is not None:
+        sim = sim[sim["model"] == model]
+    if sim.empty:
+        raise AnalysisError("no simulated rows" + (f" for model {model}" if model else ""))
+    names = list(sim["experiment"].unique())
+    if experiment is None:
+        preferred = [e for e in MAIN_EXPERIMENTS if e in names]
+        experiment = preferred[0] if preferred else max(
+            names, key=lambda e: (sim.loc[sim.experiment == e, "policy"].nunique(), (sim.experiment == e).sum()))
+    elif experiment not in names:
+        raise AnalysisError(f"experiment {experiment!r} has no rows; present: {', '.join(map(str, names))}")
+    rows = sim[sim["experiment"] == experiment]
+    setting = _setting(rows)
+    chosen = setting.value_counts().index[0]
+    rows = rows[setting == chosen]
+    sd = rows["gamma"] > 0
+    gammas = rows.loc[sd, "gamma"]
+    gamma = PAPER_GAMMA if (gammas == PAPER_GAMMA).any() else (int(gammas.mode()[0]) if len(gammas) else None)
+    rows = rows[~sd | (rows["gamma"] == gamma)]
+    note = f"experiment {experiment}, setting (model | hardware | cache_ratio | gen_tokens) = {chosen}"
+    if gamma is not None:
+        note += f", speculative policies at gamma={gamma}"
+    if setting.nunique() > 1:
+        note += f" ({setting.nunique() - 1} other settings of this experiment left out)"
+    return Slice(rows.copy(), note)
+
+
+def experiment_rows(df: pd.DataFrame, experiment: str, axis: str, min_values: int = 3) -> Slice | None:
+    """Simulated rows for a sweep figure over ``axis``: the named experiment's, else those of the
+    first experiment where ``axis`` takes at least ``min_values`` values; None when there is none."""
+    sim = df[df["source"] == "sim"]
+    rows = sim[sim["experiment"] == experiment]
+    if not rows.empty:
+        return Slice(rows.copy(), f"experiment {experiment}")
+    for name, group in sim.groupby("experiment", sort=True):
+        values = group.loc[group["gamma"] > 0, axis] if axis == "gamma" else group[axis]
+        if values.nunique() >= min_values:
+            return Slice(group.copy(), f"experiment {name} (varies {axis})")
+    return None
+
+
+def has_hot_metrics(df: pd.DataFrame) -> bool:
+    """True when MoE-SpAc rows carry the hot/cold precision columns."""
+    if "hot_precision" not in df.columns:
+        return False
+    return df.loc[df["policy"] == MOESPAC, "hot_precision"].notna().any()

@@ -1,0 +1,97 @@
+"""Small pieces shared by the baseline policies: eligibility tests and demand bookkeeping.
+
+Nothing here decides anything by itself; each policy module states its own mechanism.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.policies.base import CPU, FETCH, GPU, Policy
+
+
+def requested(counts: np.ndarray) -> np.ndarray:
+    """Expert ids with at least one token routed to them (ascending)."""
+    return np.flatnonzero(np.asarray(counts) > 0)
+
+
+def evictable(cache, layer: int, expert: int) -> bool:
+    """True when ``(layer, expert)`` may be evicted now: resident (landed) and its layer not pinned."""
+    return bool(cache.resident[layer, expert]) and not bool(cache.pinned[layer])
+
+
+def evictable_mask(cache) -> np.ndarray:
+    """``[L, E]`` mask of experts that may be evicted now."""
+    return cache.resident & ~cache.pinned[:, None]
+
+
+def first_evictable(cache, layer: int | None = None) -> tuple[int, int] | None:
+    """Any evictable expert (lowest layer, then id), of ``layer`` only when given; a fallback for
+    experts a policy never saw (e.g. loaded by another policy's static placement)."""
+    mask = evictable_mask(cache)
+    if layer is not None:
+        idx = np.flatnonzero(mask[layer])
+        return (layer, int(idx[0])) if len(idx) else None
+    idx = np.argwhere(mask)
+    return (int(idx[0][0]), int(idx[0][1])) if len(idx) else None
+
+
+def present_row(cache, layer: int) -> np.ndarray:
+    """``[E]`` mask of experts of ``layer`` resident or in flight."""
+    return cache.resident[layer] | cache.inflight[layer]
+
+
+def gpu_where(cache, layer: int, counts: np.ndarray, on_gpu: np.ndarray) -> np.ndarray:
+    """``where`` array from a GPU/CPU decision: GPU if resident, FETCH if not (in flight: wait), else CPU."""
+    where = np.full(len(counts), CPU, dtype=np.int8)
+    where[on_gpu & cache.resident[layer]] = GPU
+    where[on_gpu & ~cache.resident[layer]] = FETCH
+    return where
+
+
+def fetch_all_where(cache, layer: int, counts: np.ndarray) -> np.ndarray:
+    """``where`` for GPU-only policies: GPU when resident, otherwise FETCH (demand fetch, or wait)."""
+    return gpu_where(cache, layer, counts, np.ones(len(counts), dtype=bool))
+
+
+class OffloadPolicy(Policy):
+    """Base for policies that move experts: tells demand transfers from prefetches.
+
+    :meth:`victim` is called for both; a policy usually refuses to evict a more useful expert for a
+    prefetch, but must find room for a demand fetch. :meth:`note_demand` records the demand
+    transfers a :meth:`place` answer starts; :meth:`is_demand` tests them. Also counts prefetches
+    offered and dropped (for :meth:`metrics`).
+    """
+
+    def reset(self, ctx, cache) -> None:
+        super().reset(ctx, cache)
+        self._demand: set[tuple[int, int]] = set()
+        self._n_offered = 0
+        self._n_dropped = 0
+
+    def note_demand(self, layer: int, where: np.ndarray, counts: np.ndarray, extra=()) -> None:
+        """Remember the demand fetches of ``layer`` (FETCH entries of requested experts, plus ``extra``)."""
+        fetch = np.flatnonzero((np.asarray(where) == FETCH) & (np.asarray(counts) > 0))
+        self._demand = {(layer, int(e)) for e in fetch} | {(layer, int(e)) for e in extra}
+
+    def is_demand(self, layer: int, expert: int) -> bool:
+        """Whether a transfer of ``(layer, expert)`` is a demand fetch of the current layer."""
+        return (layer, expert) in self._demand
+
+    def offer(self, item):
+        """Count and return a prefetch candidate (or None) from :meth:`next_transfer`."""
+        if item is not None:
+            self._n_offered += 1
+        return item
+
+    def refuse(self, layer: int, expert: int):
+        """Count a dropped prefetch when :meth:`victim` finds nothing worth evicting; returns None."""
+        if not self.is_demand(layer, expert):
+            self._n_dropped += 1
+        return None
+
+    def metrics(self) -> dict[str, float]:
+        return {"prefetch_offered": float(self._n_offered), "prefetch_dropped": float(self._n_dropped)}
+
+
+__all__ = ["CPU", "FETCH", "GPU", "OffloadPolicy", "evictable", "evictable_mask", "fetch_all_where", "first_evictable",
+           "gpu_where", "present_row", "requested"]

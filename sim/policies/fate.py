@@ -1,0 +1,61 @@
+"""Fate: cross-layer gate prediction of the next layer's experts, with an ARC expert cache."""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.policies.arc import ARC
+from sim.policies.base import Placement, Signals
+from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, requested
+from sim.policies.prefetch_queue import PrefetchQueue
+
+
+class Fate(OffloadPolicy):
+    """Next-layer prefetch from the previous layer's gate input, ARC cache, fetch on miss, GPU (AR).
+
+    Mechanism (Fate, arXiv 2502.12224; no public code found): the gate input of layer ``l`` is fed
+    to the gate of layer ``l+1`` to predict its experts (about 97% accurate on Qwen1.5-MoE and
+    DeepSeekMoE); the predicted experts are prefetched while layer ``l`` computes (here
+    ``signals.next_pred``, most predicted first; entries of a layer are dropped when it starts).
+    Residency is managed by ARC over one pool of ``n_slots`` (:class:`sim.policies.arc.ARC`:
+    requests of resident experts are ARC hits, every transfer is an ARC admission, victims come
+    from ARC's REPLACE, restricted to evictable experts). Misses are demand-fetched; all experts
+    run on the GPU. Not modelled: Fate's shallow-favouring slot split and its INT2/INT4
+    popularity-aware quantisation (the cost model has one precision). No parameters.
+    """
+
+    speculative = False
+
+    def reset(self, ctx, cache) -> None:
+        super().reset(ctx, cache)
+        self.arc = ARC(ctx.n_slots)
+        self.queue = PrefetchQueue()
+
+    def on_layer_start(self, layer: int, cache) -> None:
+        self.queue.drop_layer(layer)
+
+    def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
+        for e in requested(counts):
+            if (layer, int(e)) in self.arc:
+                self.arc.hit((layer, int(e)))
+        where = fetch_all_where(cache, layer, counts)
+        self.note_demand(layer, where, counts)
+        if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
+            pred = np.asarray(signals.next_pred)
+            guess = requested(pred)
+            for rank, e in enumerate(guess[np.lexsort((guess, -pred[guess]))]):
+                if not cache.present(layer + 1, int(e)):
+                    self.queue.push(layer + 1, int(e), rank)
+        return Placement(where)
+
+    def next_transfer(self, cache):
+        return self.offer(self.queue.pop(cache))
+
+    def victim(self, layer: int, expert: int, cache):
+        ok, found = self.arc.miss((layer, expert), full=True, eligible=lambda k: evictable(cache, *k))
+        if not ok:
+            return self.refuse(layer, expert)
+        return found
+
+    def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        if (layer, expert) not in self.arc:
+            self.arc.miss((layer, expert), full=False)

@@ -1,0 +1,45 @@
+"""On-demand fetching with one global LRU pool: the simple reference policy."""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.policies.base import Placement, Signals
+from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, first_evictable, requested
+from sim.policies.recency import LRUOrder
+
+
+class OnDemandLRU(OffloadPolicy):
+    """All experts run on the GPU; a miss is demand-fetched; eviction is least recently used.
+
+    Mechanism: one pool of ``n_slots`` slots shared by all layers. An expert is "used" when a token
+    routes to it (resident) or when it lands after a fetch; the victim is the least recently used
+    expert that may be evicted (resident, its layer not computing). No prefetch, no CPU compute,
+    autoregressive decoding. This is the textbook demand-paging baseline (the "MoE-OnDemand"
+    baseline of Pre-gated MoE, ISCA'24, github.com/ranggihwang/Pregated_MoE), used here as the
+    simplest reference point; it has no parameters.
+    """
+
+    speculative = False
+
+    def reset(self, ctx, cache) -> None:
+        super().reset(ctx, cache)
+        self.lru = LRUOrder()
+
+    def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
+        for e in requested(counts):
+            if cache.resident[layer, e]:
+                self.lru.touch((layer, int(e)))
+        where = fetch_all_where(cache, layer, counts)
+        self.note_demand(layer, where, counts)
+        return Placement(where)
+
+    def victim(self, layer: int, expert: int, cache):
+        found = self.lru.oldest(lambda k: evictable(cache, *k), stale=lambda k: not cache.present(*k))
+        found = found if found is not None else first_evictable(cache)
+        if found is None:
+            return self.refuse(layer, expert)
+        self.lru.discard(found)
+        return found
+
+    def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        self.lru.touch((layer, expert))

@@ -1,0 +1,91 @@
+"""Mixtral-offloading: a per-layer LRU expert cache plus speculative loading of the next layer."""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.policies.base import Placement, Signals
+from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, first_evictable, requested
+from sim.policies.prefetch_queue import PrefetchQueue
+from sim.policies.quota import even_quotas, quota_victim
+from sim.policies.recency import LRUOrder
+
+
+class MixtralOffload(OffloadPolicy):
+    """Per-layer LRU with k slots per layer, fetch on miss, next-layer speculative loading (AR).
+
+    Mechanism (Eliseev & Mazur, arXiv 2312.17238; github.com/dvmazur/mixtral-offloading,
+    ``src/expert_cache.py``: one eviction group per layer, LRU ``choose_expert_to_evict``): every
+    layer owns k GPU expert buffers (the slot budget split evenly, :func:`even_quotas`), filled at
+    load time with the layer's first k experts by id; a requested expert not in the layer's cache
+    is fetched and replaces the layer's least recently used one; all experts run on the GPU.
+    Speculative loading: the next layer's gate applied to the current hidden state guesses its
+    experts (here ``signals.next_pred``); the guessed experts not yet cached are queued for
+    prefetch while the current layer computes, and the guessed ones already cached are marked
+    used. Queued guesses for a layer are dropped when it starts. Without a prediction there is no
+    prefetch. The executor pins a computing layer, so a demand fetch into a full layer borrows a
+    slot from another layer (see :mod:`sim.policies.quota`).
+
+    Parameters:
+        n_prefetch: most guessed experts queued per layer, highest predicted count first
+            (default null = every expert the prediction names; the paper loads the top guesses
+            of the next layer's gate, i.e. top-k).
+    """
+
+    speculative = False
+
+    def __init__(self, n_prefetch: int | None = None):
+        self.n_prefetch = n_prefetch
+
+    def reset(self, ctx, cache) -> None:
+        super().reset(ctx, cache)
+        self.quota = even_quotas(ctx.n_layers, ctx.n_experts, ctx.n_slots)
+        self.lru = [LRUOrder() for _ in range(ctx.n_layers)]
+        self.queue = PrefetchQueue()
+        self.current = 0
+        for l, e in self.initial_residency():
+            self.lru[l].touch(e)
+
+    def initial_residency(self) -> list[tuple[int, int]]:
+        return [(l, e) for l in range(self.ctx.n_layers) for e in range(int(self.quota[l]))]
+
+    def on_layer_start(self, layer: int, cache) -> None:
+        self.current = layer
+        self.queue.drop_layer(layer)
+
+    def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
+        for e in requested(counts):
+            if cache.resident[layer, e]:
+                self.lru[layer].touch(int(e))
+        where = fetch_all_where(cache, layer, counts)
+        self.note_demand(layer, where, counts)
+        if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
+            self._speculate(layer + 1, np.asarray(signals.next_pred), cache)
+        return Placement(where)
+
+    def _speculate(self, nxt: int, pred: np.ndarray, cache) -> None:
+        guess = requested(pred)
+        guess = guess[np.lexsort((guess, -pred[guess]))][: self.n_prefetch]
+        for rank, e in enumerate(guess):
+            if cache.resident[nxt, e]:
+                self.lru[nxt].touch(int(e))
+            elif not cache.inflight[nxt, e]:
+                self.queue.push(nxt, int(e), rank)
+
+    def next_transfer(self, cache):
+        return self.offer(self.queue.pop(cache))
+
+    def _pick(self, cache):
+        def pick(l: int):
+            e = self.lru[l].oldest(lambda x: evictable(cache, l, x), stale=lambda x: not cache.present(l, x))
+            return first_evictable(cache, l) if e is None else (l, e)
+        return pick
+
+    def victim(self, layer: int, expert: int, cache):
+        found = quota_victim(layer, cache, self.quota, self.current, self._pick(cache))
+        if found is None:
+            return self.refuse(layer, expert)
+        self.lru[found[0]].discard(found[1])
+        return found
+
+    def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        self.lru[layer].touch(expert)

@@ -1,0 +1,202 @@
+"""MoE-SpAc as a policy: estimator -> balancer -> one utility for prefetch and eviction.
+
+Per verify pass of layer ``l`` (DESIGN 4):
+
+* ``on_layer_start``: queued prefetches of ``l`` are stale and dropped; ``l``'s resident experts
+  are pinned (score K+1).
+* ``place``: resident experts run on the GPU, every other requested expert on the CPU where it
+  lives (no demand fetch, as in the authors' release).
+* ``on_layer_end``: the counts score the last prediction (hot/cold metrics, per-level statistics),
+  the estimator moves the levels, the balancer picks ``tau_l``, the layer's resident experts are
+  released with their new utility and the hot experts that are not present are queued by level.
+* the link pops the queue (highest level first); an expert popped while already resident gets
+  score ``max(old, level)`` and no copy; a copy needs a slot: free, or a victim whose score is
+  below its own layer's ``tau`` (with a fixed tau, the authors' single threshold). If none may go,
+  the entry is put back and the link waits (the authors' prefetch thread blocks the same way).
+
+Switches (presets in ``conf/policy/moespac*.yaml``): ``estimator`` (adaptive | static | binary)
+with its calibration (``u_frac0``, ``calib_gain``, ``hot_target``, ``calib_scope``,
+``target_link``), ``balancer`` (False: fixed ``tau``), ``release`` (``level``: ours, a released
+expert keeps its new utility so one number orders the whole cache; ``zero``: the authors' release
+to 0, resident hot experts are re-queued to win their level back), ``eviction_order``
+(cyclic | id), ``queue_order`` (``level``: highest level first, the authors' queue; ``fifo``: all
+entries at one level, i.e. in plan order, a diagnostic), ``overlap`` (False: the executor finishes
+all prefetches before it goes on), ``speculative`` (False: gamma 0).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.policies.base import CPU, GPU, Placement, Policy
+from sim.policies.moespac.balancer import Balancer
+from sim.policies.moespac.estimator import UtilityEstimator
+from sim.policies.moespac.hot_metrics import HotColdTracker
+from sim.policies.moespac.level_stats import LevelStats
+from sim.policies.moespac.prefetch_queue import PrefetchQueue
+from sim.policies.moespac.score_cache import ScoreTree
+
+
+assert GPU == 0 and CPU == 1, "place() encodes GPU/CPU as the resident mask's complement"
+
+
+class MoESpAc(Policy):
+    """Speculative-utility expert offloading (MoE-SpAc) with ablation switches."""
+
+    name = "moespac"
+    speculative = True
+    overlap = True
+
+    def __init__(self, K: int = 5, estimator: str = "adaptive", up: int = 5, down: int = 1,
+                 u_frac0: float = 0.0, calib_gain: float = 0.3, hot_target: float = 1.0,
+                 calib_scope: str = "global", target_link: bool = True, queue_order: str = "level",
+                 balancer: bool = True, tau: int = 1, release: str = "level",
+                 eviction_order: str = "cyclic", stat_decay: float = 0.999,
+                 overlap: bool = True, speculative: bool = True):
+        if queue_order not in ("level", "fifo"):
+            raise ValueError(f"queue_order must be 'level' or 'fifo', got {queue_order!r}")
+        if release not in ("level", "zero"):
+            raise ValueError(f"release must be 'level' or 'zero', got {release!r}")
+        if not 1 <= tau <= K + 1:
+            raise ValueError(f"tau must lie in 1..K+1 = 1..{K + 1}, got {tau}")
+        self.K, self.estimator_mode, self.up, self.down = K, estimator, up, down
+        self.u_frac0, self.calib_gain, self.hot_target = u_frac0, calib_gain, hot_target
+        self.calib_scope, self.target_link, self.queue_order = calib_scope, target_link, queue_order
+        self.use_balancer, self.fixed_tau, self.release = balancer, tau, release
+        self.eviction_order, self.stat_decay = eviction_order, stat_decay
+        self.overlap, self.speculative = overlap, speculative
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def reset(self, ctx, cache) -> None:
+        self.ctx = ctx
+        L, E, K = ctx.n_layers, ctx.n_experts, self.K
+        n_max = max(1, ctx.gamma + 1)
+        self.est = UtilityEstimator(L, E, K=K, mode=self.estimator_mode, up=self.up, down=self.down,
+                                    u_frac0=self.u_frac0, gain=self.calib_gain,
+                                    target=1.0, n_max=n_max,
+                                    scope=self.calib_scope)
+        costs = ctx.costs
+        W = self.est.W
+        self.stats = LevelStats(K, W, n_max, costs.gpu(np.arange(W)), costs.cpu(np.arange(W)),
+                                decay=self.stat_decay)
+        self.bal = Balancer(L, ctx.n_slots, K, costs, None if self.use_balancer else self.fixed_tau)
+        self.est.target = self._hot_target()
+        self.queue = PrefetchQueue(L, E, K)
+        self.tree = ScoreTree(L, E, K, order=self.eviction_order)
+        self.hc = HotColdTracker(L, E)
+        self.current = L - 1
+        self.zeros = np.zeros(E, dtype=np.int64)
+        self.top_k = ctx.top_k
+        self.min_pop = 1 if self.use_balancer else self.fixed_tau
+        self._refresh_costs()
+        self._planned = self._n = None
+        self.n_rescored = self.n_waits = self.n_pushed = self.n_victims = self.n_decisions = 0
+        self.sum_tau = self.sum_up = self.sum_hot = 0
+        for l, e in zip(*np.nonzero(cache.resident)):
+            self.tree.insert(int(l), int(e), 0)
+
+    def _hot_target(self) -> float:
+        """Hot experts per layer the calibration aims at: ``hot_target`` x what the cache can serve
+        per step -- its slots, plus (``target_link``) the experts the link can swap in per step."""
+        ctx = self.ctx
+        extra = self.bal.link_capacity() if self.target_link else 0.0
+        return max(1.0, self.hot_target * (ctx.n_slots + extra) / ctx.n_layers)
+
+    def _refresh_costs(self) -> None:
+        g, c = self.stats.expected_costs()
+        self.g, self.c = g.tolist(), c.tolist()
+
+    def on_step_start(self, step, signals, cache) -> None:
+        self.stats.decay_step(self.ctx.n_layers)
+        if self.target_link:
+            self.est.target = self._hot_target()
+        self._refresh_costs()
+        self._n = None
+
+    def on_layer_start(self, layer: int, cache) -> None:
+        self.queue.drop_layer(layer)
+        self.tree.pin(layer)
+        self.current = layer
+
+    def place(self, layer: int, counts: np.ndarray, signals, cache) -> Placement:
+        # GPU (0) where resident, CPU (1) elsewhere: the negated mask viewed as int8 is exactly that
+        return Placement((~cache.resident[layer]).view(np.int8))
+
+    def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
+        req = counts > 0
+        self.hc.score(layer, req)
+        if self._n is None:     # verified tokens of this step (the same at every layer)
+            self._n = int(counts.sum()) // self.top_k
+        lv = self.est.update(layer, counts, self._n)
+        self.stats.observe(self.est.last_idx)
+        present = cache.resident[layer] | cache.inflight[layer]
+        tau = self.bal.decide(layer, lv, present, self.g, self.c)
+        hot = lv >= tau
+        self.hc.predict(layer, hot, self.bal.n_hot)
+        self.tree.unpin(layer)
+        self.tree.set_layer(layer, lv if self.release == "level" else self.zeros, cache.resident[layer])
+        want = np.flatnonzero(lv if self.release == "zero" else hot > present)
+        if want.size:
+            lvls = lv[want].tolist() if self.queue_order == "level" else [self.K] * want.size
+            self.queue.push_levels(layer, want.tolist(), lvls)
+            self.n_pushed += want.size
+        self.n_decisions += 1
+        self.sum_tau += tau
+        self.sum_up += self.est.last_up[layer]
+        self.sum_hot += self.bal.n_hot
+
+    # --- the link -----------------------------------------------------------------------------
+    def next_transfer(self, cache):
+        tree, queue = self.tree, self.queue
+        while True:
+            item = queue.pop(self.min_pop)
+            if item is None:
+                return None
+            l, e, lv = item
+            if cache.resident[l, e]:
+                if lv > tree.score[l, e]:
+                    tree.set(l, e, lv)
+                    self.n_rescored += 1
+                continue
+            if cache.inflight[l, e]:
+                continue
+            if cache.n_free > 0:
+                return l, e
+            v = self._find_victim(cache)
+            if v is None:
+                queue.push_front(l, e, lv)
+                self.n_waits += 1
+                return None
+            self._planned = (l, e, v)
+            return l, e
+
+    def _find_victim(self, cache):
+        b = self.bal
+        return self.tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)
+
+    def victim(self, layer: int, expert: int, cache):
+        p = self._planned
+        self._planned = None
+        if p is not None and p[0] == layer and p[1] == expert and cache.resident[p[2]] \
+                and not cache.pinned[p[2][0]]:
+            v = p[2]
+        else:
+            v = self._find_victim(cache)
+        if v is not None:
+            self.tree.remove(*v)
+            self.n_victims += 1
+        return v
+
+    def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        self.tree.insert(layer, expert, int(self.est.rows[layer][expert]))
+
+    # --- results ------------------------------------------------------------------------------
+    def metrics(self) -> dict:
+        d = max(1, self.n_decisions)
+        out = self.hc.metrics()
+        out.update({
+            "tau_mean": self.sum_tau / d, "up_mean": self.sum_up / d, "hot_per_layer": self.sum_hot / d,
+            "spac_pushed": float(self.n_pushed), "spac_stale_dropped": float(self.queue.stale_dropped),
+            "spac_rescored": float(self.n_rescored), "spac_link_waits": float(self.n_waits),
+            "spac_victims": float(self.n_victims),
+        })
+        return out

@@ -1,0 +1,54 @@
+"""A prefetch queue of ``(layer, expert)`` entries, best priority first, without duplicates."""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+
+class PrefetchQueue:
+    """Min-heap on ``key`` (smaller = sooner); pushing an entry again replaces its key.
+
+    :meth:`pop` skips entries already resident or in flight. :meth:`drop_layer` removes a layer's
+    entries (they are stale once that layer starts: its misses are demand fetches then).
+    """
+
+    def __init__(self) -> None:
+        self._heap: list = []
+        self._live: dict[tuple[int, int], tuple] = {}
+        self._seq = itertools.count()
+
+    def push(self, layer: int, expert: int, key) -> None:
+        """Queue ``(layer, expert)`` with priority ``key`` (any comparable; smaller first)."""
+        entry = (key, next(self._seq), int(layer), int(expert))
+        self._live[(int(layer), int(expert))] = entry
+        heapq.heappush(self._heap, entry)
+        if len(self._heap) > 4 * len(self._live) + 64:
+            self._heap = sorted(self._live.values())
+
+    def drop_layer(self, layer: int) -> None:
+        """Forget every queued entry of ``layer``."""
+        for item in [k for k in self._live if k[0] == layer]:
+            del self._live[item]
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._heap.clear()
+        self._live.clear()
+
+    def pop(self, cache) -> tuple[int, int] | None:
+        """The best queued entry not already present in ``cache`` (removed from the queue), or None."""
+        while self._heap:
+            entry = heapq.heappop(self._heap)
+            item = (entry[2], entry[3])
+            if self._live.get(item) is not entry:
+                continue
+            del self._live[item]
+            if not cache.present(*item):
+                return item
+        return None
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __contains__(self, item) -> bool:
+        return tuple(item) in self._live

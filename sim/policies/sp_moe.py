@@ -1,0 +1,110 @@
+"""SP-MoE: speculative decoding with draft-predicted expert prefetch up to a cutoff layer."""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.policies.base import Placement, Signals
+from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, first_evictable, requested
+from sim.policies.prefetch_queue import PrefetchQueue
+from sim.policies.recency import LRUOrder
+
+
+class SPMoE(OffloadPolicy):
+    """Draft-predicted prefetch during drafting, bounded by a cutoff layer; fetch on miss; GPU only.
+
+    Mechanism (SP-MoE, arXiv 2510.10302; no public code found): while the draft model runs, the
+    target's experts for the coming verify pass are predicted from the draft (here
+    ``signals.draft_pred``, ``[L, E]`` predicted counts given at step start) and prefetched layer
+    by layer, most predicted tokens first; prefetching stops at a cutoff layer so that the I/O
+    issued ahead of time does not delay the verify pass; asynchronous, batched transfers overlap
+    compute. Misses are demand-fetched; all experts run on the GPU; the cache is LRU over one pool
+    (the paper's cache policy is not described in the sources; LRU is the common default). A
+    prefetch never evicts an expert predicted for a layer of this verify pass that has not run
+    yet. Queued entries of a layer are dropped when it starts. Without a draft prediction there is
+    no prefetch.
+
+    Cutoff (the paper derives it offline from profiles and an analytical latency model; here from
+    the cost table, per step): the deepest layer ``c`` such that the predicted-but-absent experts
+    of layers ``0..c-1``, transferred one after another from the start of drafting, all land
+    before their layer runs, i.e. ``j * transfer_s <= draft_phase_s + l * layer_fixed_s`` for the
+    j-th transfer, of layer ``l``. It grows with the draft phase and shrinks with the misses.
+
+    Parameters:
+        cutoff_layer: a fixed cutoff instead of the derived one (default null = derived).
+    """
+
+    speculative = True
+
+    def __init__(self, cutoff_layer: int | None = None):
+        self.cutoff_layer = cutoff_layer
+
+    def reset(self, ctx, cache) -> None:
+        super().reset(ctx, cache)
+        self.lru = LRUOrder()
+        self.queue = PrefetchQueue()
+        self.protect = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
+        self.current = -1
+        self.last_cutoff = 0
+
+    def cutoff(self, pred: np.ndarray, cache) -> int:
+        """The cutoff layer for this step's prediction (see the class docstring)."""
+        if self.cutoff_layer is not None:
+            return max(0, min(int(self.cutoff_layer), self.ctx.n_layers))
+        c = self.ctx.costs
+        absent = (pred > 0) & ~(cache.resident | cache.inflight)
+        landed = 0.0
+        for layer in range(self.ctx.n_layers):
+            landed += int(absent[layer].sum()) * c.transfer_s
+            if landed > c.draft_phase_s + layer * c.layer_fixed_s:
+                return layer
+        return self.ctx.n_layers
+
+    def on_step_start(self, step: int, signals: Signals, cache) -> None:
+        self.queue.clear()
+        self.current = -1
+        if signals.draft_pred is None:
+            self.protect[:] = False
+            return
+        pred = np.asarray(signals.draft_pred)
+        self.protect = pred > 0
+        self.last_cutoff = self.cutoff(pred, cache)
+        for layer in range(self.last_cutoff):
+            want = requested(pred[layer])
+            for e in want[np.lexsort((want, -pred[layer][want]))]:
+                if not cache.present(layer, int(e)):
+                    self.queue.push(layer, int(e), (layer, -int(pred[layer, e])))
+
+    def on_layer_start(self, layer: int, cache) -> None:
+        self.current = layer
+        self.queue.drop_layer(layer)
+
+    def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
+        for e in requested(counts):
+            if cache.resident[layer, e]:
+                self.lru.touch((layer, int(e)))
+        where = fetch_all_where(cache, layer, counts)
+        self.note_demand(layer, where, counts)
+        return Placement(where)
+
+    def next_transfer(self, cache):
+        return self.offer(self.queue.pop(cache))
+
+    def _free_to_go(self, key, cache) -> bool:
+        l, e = key
+        return evictable(cache, l, e) and not (l > self.current and self.protect[l, e])
+
+    def victim(self, layer: int, expert: int, cache):
+        stale = lambda k: not cache.present(*k)
+        found = self.lru.oldest(lambda k: self._free_to_go(k, cache), stale=stale)
+        if found is None and self.is_demand(layer, expert):
+            found = self.lru.oldest(lambda k: evictable(cache, *k), stale=stale) or first_evictable(cache)
+        if found is None:
+            return self.refuse(layer, expert)
+        self.lru.discard(found)
+        return found
+
+    def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        self.lru.touch((layer, expert))
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), "last_cutoff_layer": float(self.last_cutoff)}

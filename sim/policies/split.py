@@ -1,0 +1,172 @@
+"""CPU/GPU split of one layer's requested experts (Fiddler's exact search, HybriMoE's greedy).
+
+Time model (the same for every policy that uses it, from :class:`sim.policies.base.CostTable`):
+
+* CPU lane: the CPU runs its experts one after another: ``T_cpu = sum cpu(n_i)``.
+* GPU lane: experts already present (resident or in flight) run first, back to back; the
+  non-present ones assigned to the GPU are demand-fetched one after another over the link (fetch
+  order: most tokens first, then expert id) and each runs once it has landed and the GPU is free:
+  ``t <- max(t, j * transfer_s) + gpu(n_j)`` for the j-th fetch.
+* The layer's expert phase lasts ``max(T_cpu, T_gpu)`` (the fixed attention part is common to all
+  splits and left out). The first fetch can start after ``link_wait_s`` (0: the link is idle; a
+  caller that sees a prefetch in flight may pass an estimate of its remaining time).
+* The executor fetches in request (expert id) order rather than by tokens; with equal transfer
+  times this changes only which GPU time ends the lane (a few microseconds).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from sim.policies.base import CostTable
+
+DEFAULT_CAP = 4096  # largest number of class-count vectors searched exhaustively
+
+
+def gpu_lane(resident_s: float, fetched_gpu_s, transfer_s: float, link_wait_s: float = 0.0) -> float:
+    """Finish time of the GPU lane: present experts first, then fetched ones as they land."""
+    t = resident_s
+    for j, g in enumerate(fetched_gpu_s, start=1):
+        t = max(t, link_wait_s + j * transfer_s) + g
+    return t
+
+
+def fetch_order(experts, counts) -> list[int]:
+    """Order of demand fetches assumed by the time model: most tokens first, then expert id."""
+    return sorted((int(e) for e in experts), key=lambda e: (-int(counts[e]), e))
+
+
+def split_time(counts: np.ndarray, on_gpu: np.ndarray, present: np.ndarray, costs: CostTable,
+               link_wait_s: float = 0.0) -> float:
+    """Estimated expert time of one layer for a given assignment (see the module docstring)."""
+    counts = np.asarray(counts)
+    req = np.flatnonzero(counts > 0)
+    cpu = sum(float(costs.cpu(counts[e])) for e in req if not on_gpu[e])
+    res = sum(float(costs.gpu(counts[e])) for e in req if on_gpu[e] and present[e])
+    fetched = fetch_order([e for e in req if on_gpu[e] and not present[e]], counts)
+    gpu = gpu_lane(res, [float(costs.gpu(counts[e])) for e in fetched], costs.transfer_s, link_wait_s)
+    return max(cpu, gpu)
+
+
+def _classes(counts, present):
+    """Group requested experts by (present, tokens): present classes first, then non-present by
+    tokens descending (the fetch order). Returns (keys, members)."""
+    req = np.flatnonzero(counts > 0)
+    groups: dict[tuple[bool, int], list[int]] = {}
+    for e in req:
+        groups.setdefault((bool(present[e]), int(counts[e])), []).append(int(e))
+    keys = sorted(groups, key=lambda k: (not k[0], -k[1]))
+    return keys, [groups[k] for k in keys]
+
+
+def _evaluate(X: np.ndarray, keys, sizes: np.ndarray, costs: CostTable, max_fetch: float, wait: float):
+    """Objective and fetch count of every class-count vector (rows of X).
+
+    Within a block of ``x`` equal fetches (GPU time ``g``) after ``j0`` earlier ones, the lane
+    recursion ``t <- max(t, wait + j * tau) + g`` is linear in ``j``, so its maximum sits at the
+    block's first or last fetch: ``max(t + x g, wait + (j0+1) tau + x g, wait + (j0+x) tau + g)``.
+    """
+    n = np.array([k[1] for k in keys])
+    pres = np.array([k[0] for k in keys], dtype=bool)
+    g = np.asarray(costs.gpu(n), dtype=float)
+    c = np.asarray(costs.cpu(n), dtype=float)
+    tau = costs.transfer_s
+    cpu = ((sizes - X) * c).sum(axis=1)
+    t = (X[:, pres] * g[pres]).sum(axis=1).astype(float)
+    j0 = np.zeros(len(X))
+    for b in np.flatnonzero(~pres):
+        x = X[:, b]
+        first = wait + (j0 + 1) * tau + x * g[b]
+        last = wait + (j0 + x) * tau + g[b]
+        t = np.where(x > 0, np.maximum(t + x * g[b], np.maximum(first, last)), t)
+        j0 = j0 + x
+    obj = np.maximum(cpu, t)
+    obj = np.where(j0 <= max_fetch, obj, np.inf)
+    return obj, j0
+
+
+def _best_row(X, keys, sizes, costs, max_fetch, wait):
+    obj, fetches = _evaluate(X, keys, sizes, costs, max_fetch, wait)
+    i = int(np.lexsort((fetches, obj))[0])
+    return X[i], float(obj[i])
+
+
+def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
+               max_fetch: int | None = None, cap: int = DEFAULT_CAP, link_wait_s: float = 0.0) -> np.ndarray:
+    """The GPU/CPU assignment of one layer minimising :func:`split_time`; ``[E]`` bool, True = GPU.
+
+    Experts with equal (present, tokens) are interchangeable, so the search runs over how many of
+    each class go to the GPU: exhaustive (hence exact, equal to trying all 2^k assignments) when
+    there are at most ``cap`` such vectors, which always holds in AR decoding (two classes);
+    beyond that, a steepest-descent local search from "present on GPU, the rest on CPU" and from
+    HybriMoE's greedy answer (a local optimum, not guaranteed exact). At most ``max_fetch``
+    non-present experts go to the GPU (None: no limit). Ties prefer fewer fetches. ``link_wait_s``
+    delays the first fetch (see the module docstring).
+    """
+    counts = np.asarray(counts)
+    present = np.asarray(present, dtype=bool)
+    on_gpu = np.zeros(len(counts), dtype=bool)
+    keys, members = _classes(counts, present)
+    if not keys:
+        return on_gpu
+    limit = np.inf if max_fetch is None else max_fetch
+    sizes = np.array([len(m) for m in members])
+    if np.prod(sizes + 1, dtype=float) <= cap:
+        X = np.indices(tuple(sizes + 1)).reshape(len(sizes), -1).T
+        best, _ = _best_row(X, keys, sizes, costs, limit, link_wait_s)
+    else:
+        best = _local_search(counts, present, costs, keys, members, sizes, limit, link_wait_s)
+    for x, group in zip(best, members):
+        on_gpu[group[: int(x)]] = True
+    return on_gpu
+
+
+def _local_search(counts, present, costs, keys, members, sizes, limit, wait):
+    """Steepest descent over class-count vectors (moves of +-1 in one class)."""
+    pres = np.array([k[0] for k in keys], dtype=bool)
+    greedy = two_ended(counts, present, costs)
+    starts = np.array([np.where(pres, sizes, 0),
+                       [int(greedy[m].sum()) for m in members]])
+    best, best_obj = _best_row(starts, keys, sizes, costs, limit, wait)
+    eye = np.eye(len(sizes), dtype=int)
+    while True:
+        cand = np.vstack([best + eye, best - eye])
+        cand = cand[((cand >= 0) & (cand <= sizes)).all(axis=1)]
+        row, obj = _best_row(cand, keys, sizes, costs, limit, wait)
+        if not obj < best_obj:
+            return best
+        best, best_obj = row, obj
+
+
+def two_ended(counts: np.ndarray, present: np.ndarray, costs: CostTable) -> np.ndarray:
+    """HybriMoE's greedy two-ended queue (``HSS`` in its ``ktransformers/operators/experts.py``).
+
+    Requested experts are queued present-first, each group by tokens descending (ties: expert id).
+    The GPU takes from the head (a non-present head pays a transfer serialised on the link), the
+    CPU from the tail; each round the side that would finish earlier takes its expert (ties go to
+    the GPU), until the queue is empty. Returns ``[E]`` bool, True = GPU.
+    """
+    counts = np.asarray(counts)
+    present = np.asarray(present, dtype=bool)
+    req = [int(e) for e in np.flatnonzero(counts > 0)]
+    order = sorted(req, key=lambda e: (not present[e], -int(counts[e]), e))
+    queue = deque(order)
+    on_gpu = np.zeros(len(counts), dtype=bool)
+    t_gpu = t_cpu = t_link = 0.0
+    tau = costs.transfer_s
+    while queue:
+        head, tail = queue[0], queue[-1]
+        start = t_gpu if present[head] else max(t_gpu, t_link + tau)
+        gpu_end = start + float(costs.gpu(counts[head]))
+        cpu_end = t_cpu + float(costs.cpu(counts[tail]))
+        if gpu_end <= cpu_end:
+            queue.popleft()
+            on_gpu[head] = True
+            if not present[head]:
+                t_link += tau
+            t_gpu = gpu_end
+        else:
+            queue.pop()
+            t_cpu = cpu_end
+    return on_gpu

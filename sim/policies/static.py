@@ -1,0 +1,149 @@
+"""Static placement policies: llama.cpp (AR and with speculative decoding), Fiddler, kTransformers.
+
+The GPU holds a fixed set of experts chosen before decoding (loaded by :meth:`initial_residency`
+at no cost); everything else runs on the CPU from host memory. No prefetch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.policies.base import CPU, GPU, Placement, Policy, Signals
+from sim.policies.common import OffloadPolicy, evictable, gpu_where, present_row, requested
+from sim.policies.recency import LRUOrder
+from sim.policies.split import best_split
+from sim.policies.static_sets import layer_experts, most_popular, whole_layers
+
+
+class LlamaCppStatic(Policy):
+    """llama.cpp with the experts of whole layers on the GPU and the rest on the CPU (AR).
+
+    Mechanism: tensor placement is fixed at load time; at decode every op runs where its weights
+    live (a routed expert of a GPU layer on the GPU, of a CPU layer on the CPU); nothing moves over
+    PCIe while decoding. Experts are stored as one tensor per layer (``ffn_{up,gate,down}_exps``),
+    so placement is by whole layers: ``n_slots // n_experts`` layers, the rest of the budget unused.
+    Source: github.com/ggml-org/llama.cpp, ``-ngl 99 -ot <regex>=CPU`` (PR #11397) and
+    ``--n-cpu-moe N`` (PR #15077: the experts of the first N layers stay on the CPU).
+
+    Parameters:
+        gpu_layers: which end of the model keeps its experts on the GPU, ``"last"`` (default,
+            what ``--n-cpu-moe N`` does: the first N layers' experts on the CPU) or ``"first"``.
+    """
+
+    speculative = False
+
+    def __init__(self, gpu_layers: str = "last"):
+        self.gpu_layers = gpu_layers
+
+    def initial_residency(self) -> list[tuple[int, int]]:
+        c = self.ctx
+        layers = whole_layers(c.n_layers, c.n_experts, c.n_slots, self.gpu_layers)
+        return layer_experts(layers, c.n_experts)
+
+    def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
+        return Placement(np.where(cache.resident[layer], GPU, CPU).astype(np.int8))
+
+
+class LlamaCppSpec(LlamaCppStatic):
+    """llama.cpp with speculative decoding (``llama-speculative -md draft.gguf --draft 8``).
+
+    Same placement as :class:`LlamaCppStatic`; the executor runs the draft model and verifies
+    gamma+1 tokens per step, so a layer's experts see several tokens at once and an expert on the
+    CPU computes all of them from one read of its weights. This is the "llama.cpp-w/SD" baseline of
+    MoE-SpAc (arXiv 2603.09983, its strongest baseline); the authors' own fork runs it as
+    ``llama-speculative -m target.gguf -md draft.gguf -ot exps=CPU --draft 8``.
+
+    Parameters:
+        gpu_layers: as :class:`LlamaCppStatic` (default ``"last"``, ``--n-cpu-moe`` placement).
+    """
+
+    speculative = True
+
+
+class Fiddler(OffloadPolicy):
+    """Fiddler: popular experts fixed on the GPU, misses computed on the CPU (AR).
+
+    Mechanism (arXiv 2402.07033, ICLR'25; github.com/efeslab/fiddler ``src/fiddler/mixtral.py``):
+    the GPU holds the most popular (layer, expert) pairs of an offline profile (here
+    ``ctx.profile``, greedy by popularity up to the budget); at each layer the requested experts
+    are split between CPU and GPU to minimise ``max(T_cpu, T_gpu)`` given the exact token counts,
+    by exhaustive search over the 2^k assignments (:func:`sim.policies.split.best_split`, same
+    optimum). A non-resident expert on the GPU side is copied over PCIe for that layer only (the
+    weights, in Fiddler's model "latency_gpu = 70" for an uncached expert vs "latency_cpu = 7" per
+    token); with batch 1 this is rarely worth it.
+
+    Parameters:
+        fetch_slots: slots kept out of the static set to hold such temporary copies (default 1;
+            Fiddler fills only 95% of VRAM with experts, leaving room for working buffers).
+            With 0, the split never fetches.
+    """
+
+    speculative = False
+
+    def __init__(self, fetch_slots: int = 1):
+        self.fetch_slots = fetch_slots
+
+    def reset(self, ctx, cache) -> None:
+        super().reset(ctx, cache)
+        n_static = max(0, ctx.n_slots - self.fetch_slots)
+        self.static = most_popular(ctx.profile, ctx.n_layers, ctx.n_experts, n_static, ctx.seed)
+        self.static_mask = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
+        for l, e in self.static:
+            self.static_mask[l, e] = True
+        self.staged = LRUOrder()
+
+    def initial_residency(self) -> list[tuple[int, int]]:
+        return list(self.static)
+
+    def _stageable(self, cache, layer, expert) -> bool:
+        return evictable(cache, layer, expert) and not self.static_mask[layer, expert]
+
+    def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
+        spare = cache.n_free + sum(1 for k in self.staged if self._stageable(cache, *k))
+        present = present_row(cache, layer)
+        on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=min(spare, self.fetch_slots))
+        where = gpu_where(cache, layer, counts, on_gpu)
+        self.note_demand(layer, where, counts)
+        return Placement(where)
+
+    def victim(self, layer: int, expert: int, cache):
+        found = self.staged.oldest(lambda k: self._stageable(cache, *k),
+                                   stale=lambda k: not cache.present(*k))
+        if found is None:
+            return self.refuse(layer, expert)
+        self.staged.discard(found)
+        return found
+
+    def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        if not self.static_mask[layer, expert]:
+            self.staged.touch((layer, expert))
+
+
+class KTransformers(Policy):
+    """kTransformers: attention and shared experts on the GPU, routed experts on the CPU (AR).
+
+    Mechanism (SOSP'25; github.com/kvcache-ai/ktransformers): a static GPU expert mask
+    (``--kt-num-gpu-experts`` / ``--kt-gpu-experts-ratio`` with the "frequency" strategy: global
+    top-k of an activation-frequency table, here ``ctx.profile``); masked experts run on the GPU,
+    all others on the CPU with kTransformers' AVX-512/AMX kernels; no transfers at decode.
+
+    Parameters:
+        cpu_speedup: how much faster its CPU expert kernel is than the CPU cost of the hardware
+            preset. Exposed to the cost model as ``cpu_efficiency_scale`` (the runner applies it;
+            the policy's own decisions do not depend on it). Default 1.25, the low end of the
+            1.25-4.09x decode speedup over llama.cpp/Fiddler reported in the SOSP'25 abstract; a
+            rough attribution, since that range also includes NUMA-aware tensor parallelism and
+            CUDA graphs on dual-socket Xeons, not available on a one-socket desktop.
+    """
+
+    speculative = False
+
+    def __init__(self, cpu_speedup: float = 1.25):
+        self.cpu_speedup = cpu_speedup
+        self.cpu_efficiency_scale = cpu_speedup
+
+    def initial_residency(self) -> list[tuple[int, int]]:
+        c = self.ctx
+        return most_popular(c.profile, c.n_layers, c.n_experts, c.n_slots, c.seed)
+
+    def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
+        return Placement(np.where(cache.resident[layer], GPU, CPU).astype(np.int8))

@@ -1,0 +1,74 @@
+"""Specs, the cost model's roofline and the VRAM plan."""
+import dataclasses
+
+import pytest
+
+from sim import config
+from sim.config import ConfigError
+from sim.cost_model import CostModel
+from sim.memory_plan import plan_memory
+
+HW, M, D = config.hardware("rtx4090_pcie4"), config.model("qwen3_30b_a3b"), config.draft("qwen3_4b_fp8")
+
+
+@pytest.mark.parametrize("group", ["hardware", "model", "draft"])
+def test_every_preset_builds(group):
+    from sim.paths import preset_names
+
+    for name in preset_names(group):
+        getattr(config, group)(name)
+
+
+def test_unknown_preset_lists_valid_names():
+    with pytest.raises(ConfigError, match="unknown hardware 'rtx9090'.*rtx4090_pcie4"):
+        config.hardware("rtx9090")
+
+
+def test_bad_field_names_source_and_range():
+    data = config.load_preset("hardware", "rtx4090_pcie4") | {"gpu_mem_eff": 1.5}
+    with pytest.raises(ConfigError, match=r"hardware: field 'gpu_mem_eff' must lie in \(0, 1\]"):
+        config.hardware(data)
+    with pytest.raises(ConfigError, match="unknown field.*'pcie_gen'"):
+        config.hardware(config.load_preset("hardware", "rtx4090_pcie4") | {"pcie_gen": 4})
+    with pytest.raises(ConfigError, match="missing field.*vram_gib"):
+        config.hardware({k: v for k, v in config.load_preset("hardware", "rtx4090_pcie4").items() if k != "vram_gib"})
+
+
+def test_expert_bytes_match_published_sizes():
+    assert M.expert_bytes == 9_437_184                     # 9.00 MiB in f16
+    assert config.model("deepseek_v2_lite").expert_bytes == 17_301_504
+
+
+def test_roofline_is_memory_bound_for_one_token_and_grows_with_tokens():
+    cm = CostModel(HW, M, D)
+    gpu, cpu = cm.gpu_expert_table(), cm.cpu_expert_table()
+    # one token: weights read once: bytes / (bandwidth x efficiency) + overhead
+    assert gpu[1] == pytest.approx(9_437_184 / (1008e9 * 0.8) + 5e-6)
+    assert cpu[1] == pytest.approx(9_437_184 / (89.6e9 * 0.7) + 8e-6)
+    assert gpu[0] == cpu[0] == 0.0
+    assert all(b >= a for a, b in zip(cpu[1:], cpu[2:]))
+    assert cpu[64] > cpu[1] * 2  # compute-bound at many tokens on the CPU
+    assert cm.transfer_s() == pytest.approx(10e-6 + 9_437_184 / 25e9)
+
+
+def test_measured_tables_override_the_roofline():
+    hw = dataclasses.replace(HW, tables={"gpu_expert_us": [0, 11, 12], "cpu_expert_us": [0, 300, 310],
+                                         "transfer_us": 420})
+    cm = CostModel(hw, M, D)
+    assert list(cm.gpu_expert_table()) == pytest.approx([0, 11e-6, 12e-6])
+    assert cm.transfer_s() == pytest.approx(420e-6)
+    table = cm.cost_table(8, 512)
+    assert table.cpu(4) == pytest.approx(310e-6 + 2 * 10e-6)  # linear extrapolation past the end
+
+
+def test_paper_machine_fits_017_and_fails_near_021():
+    plan = plan_memory(HW, M, D, 0.17)
+    assert plan.n_slots == round(0.17 * 6144)
+    assert 0.20 < plan.max_ratio < 0.22  # the paper reports OOM near 0.21
+    with pytest.raises(ConfigError, match=r"largest ratio that fits is 0\.2\d\d"):
+        plan_memory(HW, M, D, 0.3)
+
+
+def test_memory_plan_rejects_out_of_range_ratio():
+    with pytest.raises(ConfigError, match="cache_ratio must lie in 0..1"):
+        plan_memory(HW, M, D, 1.5)

@@ -85,6 +85,7 @@ def stickiness(reuse: np.ndarray, q: np.ndarray, k: int, gain: float = 1.0) -> n
     pik = inclusion(q, k)
 
     def r_of(p):
+        """Expected reuse per layer at keep probability ``p``."""
         m = np.maximum((1 - p) * k, 1e-6)[None, :, None]
         return p + (1 - p) * gain * (pik * inclusion(q, m)).sum(-1).mean(0) / k
 

@@ -123,13 +123,18 @@ class Policy(abc.ABC):
 
     Class attributes: ``name`` (registry key), ``speculative`` (runs speculative decoding: the
     executor uses the run's gamma; otherwise gamma is 0), ``overlap`` (prefetches overlap compute;
-    False makes the executor finish every queued prefetch before it goes on), ``needs_future``.
+    False makes the executor finish every queued prefetch before it goes on), ``needs_future``
+    (gets ``ctx.future_counts``: the oracle), ``needs_profile`` (gets ``ctx.profile``: static
+    placement from an offline profile). Optional: ``next_layer_accuracy`` / ``draft_accuracy`` (the
+    accuracy of the predictor the executor simulates when the trace carries no prediction) and
+    ``cpu_efficiency_scale`` (the CPU kernels' speed relative to llama.cpp's).
     """
 
     name = "base"
     speculative = False
     overlap = True
     needs_future = False
+    needs_profile = False
 
     def reset(self, ctx: PolicyContext, cache) -> None:
         self.ctx = ctx

@@ -37,8 +37,9 @@ def build_report(results: str | Path, out: str | Path = "out/report", experiment
     main = main_slice(df, experiment)
     t = tps_by_workload(main.rows)
     avg = t.loc[AVERAGE]
-    md = [f"# MoE-SpAc lab: simulation report", "",
-          f"Results: `{results}` ({len(df)} rows; experiments: {', '.join(sorted(map(str, df['experiment'].unique())))})."
+    md = ["# MoE-SpAc lab: simulation report", "",
+          f"Results: `{results}` ({len(df)} rows; experiments: "
+          f"{', '.join(sorted(map(str, df['experiment'].unique())))})."
           " Every number below is simulated unless marked as published.", ""]
     md += sections.setting(main.rows, main.note) + [""]
     md += ["## Headline claims", ""]
@@ -80,7 +81,7 @@ def _timeline(results, main: pd.DataFrame, out: Path, mode: str, workload: str, 
     policies = (MOESPAC, SD_BASELINE)
     head = ["### Timeline: a few verify steps of MoE-SpAc and llama.cpp-w/SD", ""]
     if mode == "off":
-        return [f"- **timeline**: skipped (timeline=off)."]
+        return ["- **timeline**: skipped (timeline=off)."]
     events, how = {}, ""
     if mode in ("auto", "files"):
         events = find_timeline_files(results, policies)

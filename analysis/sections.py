@@ -67,7 +67,8 @@ def oracle_section(avg: pd.Series) -> list[str]:
     """Each policy's fraction of the upper bounds."""
     present = [o for o in ORACLES if o in avg.index]
     if not present:
-        return ["## Oracle (upper bound)", "", "No oracle rows: add `oracle` / `oracle_ar` to the experiment's policies."]
+        return ["## Oracle (upper bound)", "",
+                "No oracle rows: add `oracle` / `oracle_ar` to the experiment's policies."]
     o = _named(oracle_fraction(avg), "index")
     o.index.name = "policy"
     fr = [c for c in o.columns if c.startswith("fraction")]
@@ -124,7 +125,7 @@ def dsv2_section(df: pd.DataFrame) -> list[str]:
                     "strongest baseline": display_name(strongest) if strongest else "-",
                     "its TPS": t.at[w, strongest] if strongest else np.nan, "simulated gain": gain,
                     "published gain": pub.value if pub else np.nan,
-                    "published MoE-SpAc TPS (T/D)": paper.DSV2_MOESPAC_TPS[w].value if w in paper.DSV2_MOESPAC_TPS else np.nan})
+                    "published MoE-SpAc TPS (T/D)": getattr(paper.DSV2_MOESPAC_TPS.get(w), "value", np.nan)})
     view = pd.DataFrame(out).set_index("workload")
     return head + [f"Rows: {s.note}. Published gains: S1 (reference/paper.md §6.3); the MoE-SpAc TPS column is a "
                    "speculative attribution of leaderboard rows.", "",

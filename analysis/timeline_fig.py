@@ -92,7 +92,7 @@ def plot_timeline(events_by_policy: dict, note: str = ""):
             for ln, lb, a, b in ev:
                 if ln == lane and b > t0 and a < t1:
                     ax.broken_barh([((max(a, t0) - t0) * 1e3, (min(b, t1) - max(a, t0)) * 1e3)], (i - 0.4, 0.8),
-                                   facecolors=_color(ln, lb), edgecolor="black", linewidth=0.15)
+                                   facecolors=_color(ln, lb), linewidth=0)
         for s in starts:
             ax.axvline((s - t0) * 1e3, color="black", ls="--", lw=0.8)
         ax.set_yticks(range(len(LANES)), LANES)

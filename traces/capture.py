@@ -108,7 +108,9 @@ def _run_meta(cfg: CaptureConfig, models) -> dict:
     device = models.device
     on_gpu = device != "cpu" and torch.cuda.is_available()
     hardware = torch.cuda.get_device_name(device if device != "auto" else 0) if on_gpu else platform.machine()
-    return {"schema_version": SCHEMA_VERSION, "source": "captured", "model": cfg.target,
+    spec = Path(cfg.prompts).expanduser()
+    workload = spec.stem if spec.is_file() else cfg.prompts
+    return {"schema_version": SCHEMA_VERSION, "source": "captured", "model": cfg.target, "workload": workload,
             "draft": None if cfg.ar else cfg.draft, "gamma": 0 if cfg.ar else cfg.gamma,
             "precision": models.precision, "max_new_tokens": cfg.max_new_tokens, "device": device,
             "hardware": hardware, "torch": torch.__version__, "transformers": transformers.__version__,

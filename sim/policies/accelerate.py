@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, present_row
-from sim.policies.recency import LRUOrder
+from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where, present_row
+from sim.policies.recency import StampLRU
 from sim.policies.static_sets import layer_experts, whole_layers
 
 
@@ -39,13 +39,12 @@ class AccelerateOffload(OffloadPolicy):
         n_static = max(0, min(ctx.n_layers, whole) - self.buffer_layers)
         self.static_layers = set(whole_layers(ctx.n_layers, ctx.n_experts, n_static * ctx.n_experts, "first"))
         self.staging = ctx.n_slots - n_static * ctx.n_experts
-        self.lru = LRUOrder()
+        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
+        self.staged_mask = np.ones((ctx.n_layers, ctx.n_experts), dtype=bool)
+        self.staged_mask[sorted(self.static_layers)] = False
 
     def initial_residency(self) -> list[tuple[int, int]]:
         return layer_experts(sorted(self.static_layers), self.ctx.n_experts)
-
-    def _stageable(self, cache, layer, expert) -> bool:
-        return layer not in self.static_layers and evictable(cache, layer, expert)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         where = fetch_all_where(cache, layer, counts)
@@ -55,17 +54,13 @@ class AccelerateOffload(OffloadPolicy):
             room = self.staging - int(present.sum()) - int(((counts > 0) & ~present).sum())
             absent = np.flatnonzero(~present & ~(counts > 0))
             extra = [int(e) for e in absent[: max(0, room)]]
-            for e in np.flatnonzero(cache.resident[layer]):
-                self.lru.touch((layer, int(e)))
+            self.lru.touch(layer, np.flatnonzero(cache.resident[layer]))
         self.note_demand(layer, where, counts, extra)
         return Placement(where, extra_fetch=extra)
 
     def victim(self, layer: int, expert: int, cache):
-        found = self.lru.oldest(lambda k: self._stageable(cache, *k), stale=lambda k: not cache.present(*k))
-        if found is None:
-            return self.refuse(layer, expert)
-        self.lru.discard(found)
-        return found
+        found = self.lru.oldest(evictable_mask(cache) & self.staged_mask)
+        return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
-        self.lru.touch((layer, expert))
+        self.lru.touch(layer, expert)

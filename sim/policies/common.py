@@ -24,17 +24,6 @@ def evictable_mask(cache) -> np.ndarray:
     return cache.resident & ~cache.pinned[:, None]
 
 
-def first_evictable(cache, layer: int | None = None) -> tuple[int, int] | None:
-    """Any evictable expert (lowest layer, then id), of ``layer`` only when given; a fallback for
-    experts a policy never saw (e.g. loaded by another policy's static placement)."""
-    mask = evictable_mask(cache)
-    if layer is not None:
-        idx = np.flatnonzero(mask[layer])
-        return (layer, int(idx[0])) if len(idx) else None
-    idx = np.argwhere(mask)
-    return (int(idx[0][0]), int(idx[0][1])) if len(idx) else None
-
-
 def present_row(cache, layer: int) -> np.ndarray:
     """``[E]`` mask of experts of ``layer`` resident or in flight."""
     return cache.resident[layer] | cache.inflight[layer]
@@ -93,5 +82,5 @@ class OffloadPolicy(Policy):
         return {"prefetch_offered": float(self._n_offered), "prefetch_dropped": float(self._n_dropped)}
 
 
-__all__ = ["CPU", "FETCH", "GPU", "OffloadPolicy", "evictable", "evictable_mask", "fetch_all_where", "first_evictable",
+__all__ = ["CPU", "FETCH", "GPU", "OffloadPolicy", "evictable", "evictable_mask", "fetch_all_where",
            "gpu_where", "present_row", "requested"]

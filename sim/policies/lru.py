@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, first_evictable, requested
-from sim.policies.recency import LRUOrder
+from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where
+from sim.policies.recency import StampLRU
 
 
 class OnDemandLRU(OffloadPolicy):
@@ -23,23 +23,17 @@ class OnDemandLRU(OffloadPolicy):
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
-        self.lru = LRUOrder()
+        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        for e in requested(counts):
-            if cache.resident[layer, e]:
-                self.lru.touch((layer, int(e)))
+        self.lru.touch(layer, np.flatnonzero((counts > 0) & cache.resident[layer]))
         where = fetch_all_where(cache, layer, counts)
         self.note_demand(layer, where, counts)
         return Placement(where)
 
     def victim(self, layer: int, expert: int, cache):
-        found = self.lru.oldest(lambda k: evictable(cache, *k), stale=lambda k: not cache.present(*k))
-        found = found if found is not None else first_evictable(cache)
-        if found is None:
-            return self.refuse(layer, expert)
-        self.lru.discard(found)
-        return found
+        found = self.lru.oldest(evictable_mask(cache))
+        return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
-        self.lru.touch((layer, expert))
+        self.lru.touch(layer, expert)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, first_evictable, requested
+from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where, requested
 from sim.policies.prefetch_queue import PrefetchQueue
 from sim.policies.quota import even_quotas, quota_victim
-from sim.policies.recency import LRUOrder
+from sim.policies.recency import StampLRU
 
 
 class MixtralOffload(OffloadPolicy):
@@ -39,11 +39,9 @@ class MixtralOffload(OffloadPolicy):
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
         self.quota = even_quotas(ctx.n_layers, ctx.n_experts, ctx.n_slots)
-        self.lru = [LRUOrder() for _ in range(ctx.n_layers)]
+        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
         self.queue = PrefetchQueue()
         self.current = 0
-        for l, e in self.initial_residency():
-            self.lru[l].touch(e)
 
     def initial_residency(self) -> list[tuple[int, int]]:
         return [(l, e) for l in range(self.ctx.n_layers) for e in range(int(self.quota[l]))]
@@ -53,9 +51,7 @@ class MixtralOffload(OffloadPolicy):
         self.queue.drop_layer(layer)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        for e in requested(counts):
-            if cache.resident[layer, e]:
-                self.lru[layer].touch(int(e))
+        self.lru.touch(layer, np.flatnonzero((counts > 0) & cache.resident[layer]))
         where = fetch_all_where(cache, layer, counts)
         self.note_demand(layer, where, counts)
         if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
@@ -67,25 +63,22 @@ class MixtralOffload(OffloadPolicy):
         guess = guess[np.lexsort((guess, -pred[guess]))][: self.n_prefetch]
         for rank, e in enumerate(guess):
             if cache.resident[nxt, e]:
-                self.lru[nxt].touch(int(e))
+                self.lru.touch(nxt, int(e))
             elif not cache.inflight[nxt, e]:
                 self.queue.push(nxt, int(e), rank)
 
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
-    def _pick(self, cache):
-        def pick(l: int):
-            e = self.lru[l].oldest(lambda x: evictable(cache, l, x), stale=lambda x: not cache.present(l, x))
-            return first_evictable(cache, l) if e is None else (l, e)
-        return pick
-
     def victim(self, layer: int, expert: int, cache):
-        found = quota_victim(layer, cache, self.quota, self.current, self._pick(cache))
-        if found is None:
-            return self.refuse(layer, expert)
-        self.lru[found[0]].discard(found[1])
-        return found
+        mask = evictable_mask(cache)
+
+        def pick(l: int):
+            e = self.lru.oldest_in(l, mask[l])
+            return None if e is None else (l, e)
+
+        found = quota_victim(layer, cache, self.quota, self.current, pick)
+        return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
-        self.lru[layer].touch(expert)
+        self.lru.touch(layer, expert)

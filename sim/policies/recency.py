@@ -1,51 +1,38 @@
-"""A recency order (LRU bookkeeping) over hashable keys, usually ``(layer, expert)``."""
+"""Recency (LRU bookkeeping) of every (layer, expert), as the tick of its last use."""
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Callable, Hashable, Iterator
+import numpy as np
+
+_NEVER_OLDEST = np.iinfo(np.int64).max
 
 
-class LRUOrder:
-    """Keys from least to most recently used; :meth:`oldest` finds the LRU key that passes a test.
+class StampLRU:
+    """``stamp[l, e]`` is the tick of the expert's last use (0: never used, hence oldest).
 
-    ``touch`` is O(1); ``oldest`` scans from the least recent end and drops keys that ``stale``
-    says no longer belong (e.g. experts evicted behind the policy's back), so the scan stays short.
+    :meth:`touch` marks experts as used now (several at once share a tick: ties go to the lower
+    layer, then the lower expert id, as if touched in that order). :meth:`oldest` is the least
+    recently used expert among a mask, in one vectorised pass (the mask is usually "evictable",
+    built from the cache, so the order never holds stale entries).
     """
 
-    def __init__(self) -> None:
-        self._order: OrderedDict[Hashable, None] = OrderedDict()
+    def __init__(self, n_layers: int, n_experts: int) -> None:
+        self.stamp = np.zeros((n_layers, n_experts), dtype=np.int64)
+        self.tick = 0
 
-    def touch(self, key: Hashable) -> None:
-        """Mark ``key`` as the most recently used (inserting it if new)."""
-        self._order[key] = None
-        self._order.move_to_end(key)
+    def touch(self, layer: int, experts) -> None:
+        """Mark ``experts`` (an id or ids) of ``layer`` as used now."""
+        self.tick += 1
+        self.stamp[layer, experts] = self.tick
 
-    def discard(self, key: Hashable) -> None:
-        """Forget ``key`` (no error if absent)."""
-        self._order.pop(key, None)
+    def oldest(self, mask: np.ndarray) -> tuple[int, int] | None:
+        """The least recently used (layer, expert) where ``mask`` ([L, E]) is True, or None."""
+        if not mask.any():
+            return None
+        flat = int(np.argmin(np.where(mask, self.stamp, _NEVER_OLDEST)))
+        return divmod(flat, self.stamp.shape[1])
 
-    def oldest(self, accept: Callable[[Hashable], bool],
-               stale: Callable[[Hashable], bool] | None = None) -> Hashable | None:
-        """The least recently used key with ``accept(key)``; keys with ``stale(key)`` are dropped."""
-        dead = []
-        found = None
-        for key in self._order:
-            if stale is not None and stale(key):
-                dead.append(key)
-                continue
-            if accept(key):
-                found = key
-                break
-        for key in dead:
-            del self._order[key]
-        return found
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._order
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def __iter__(self) -> Iterator[Hashable]:
-        """Least recent first."""
-        return iter(self._order)
+    def oldest_in(self, layer: int, mask_row: np.ndarray) -> int | None:
+        """The least recently used expert of ``layer`` where ``mask_row`` ([E]) is True, or None."""
+        if not mask_row.any():
+            return None
+        return int(np.argmin(np.where(mask_row, self.stamp[layer], _NEVER_OLDEST)))

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, first_evictable, requested
+from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where, requested
 from sim.policies.prefetch_queue import PrefetchQueue
-from sim.policies.recency import LRUOrder
+from sim.policies.recency import StampLRU
 
 
 class SPMoE(OffloadPolicy):
@@ -40,7 +40,7 @@ class SPMoE(OffloadPolicy):
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
-        self.lru = LRUOrder()
+        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
         self.queue = PrefetchQueue()
         self.protect = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
         self.current = -1
@@ -79,9 +79,7 @@ class SPMoE(OffloadPolicy):
         self.queue.drop_layer(layer)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        for e in requested(counts):
-            if cache.resident[layer, e]:
-                self.lru.touch((layer, int(e)))
+        self.lru.touch(layer, np.flatnonzero((counts > 0) & cache.resident[layer]))
         where = fetch_all_where(cache, layer, counts)
         self.note_demand(layer, where, counts)
         return Placement(where)
@@ -89,22 +87,17 @@ class SPMoE(OffloadPolicy):
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
-    def _free_to_go(self, key, cache) -> bool:
-        l, e = key
-        return evictable(cache, l, e) and not (l > self.current and self.protect[l, e])
-
     def victim(self, layer: int, expert: int, cache):
-        stale = lambda k: not cache.present(*k)
-        found = self.lru.oldest(lambda k: self._free_to_go(k, cache), stale=stale)
+        mask = evictable_mask(cache)
+        coming = self.protect.copy()
+        coming[: self.current + 1] = False
+        found = self.lru.oldest(mask & ~coming)
         if found is None and self.is_demand(layer, expert):
-            found = self.lru.oldest(lambda k: evictable(cache, *k), stale=stale) or first_evictable(cache)
-        if found is None:
-            return self.refuse(layer, expert)
-        self.lru.discard(found)
-        return found
+            found = self.lru.oldest(mask)
+        return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
-        self.lru.touch((layer, expert))
+        self.lru.touch(layer, expert)
 
     def metrics(self) -> dict[str, float]:
         return {**super().metrics(), "last_cutoff_layer": float(self.last_cutoff)}

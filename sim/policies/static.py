@@ -1,15 +1,16 @@
 """Static placement policies: llama.cpp (AR and with speculative decoding), Fiddler, kTransformers.
 
 The GPU holds a fixed set of experts chosen before decoding (loaded by :meth:`initial_residency`
-at no cost); everything else runs on the CPU from host memory. No prefetch.
+at no cost); everything else runs on the CPU from host memory. No prefetch; only Fiddler ever
+moves an expert at decode (a temporary copy, when that beats computing it on the CPU).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from sim.policies.base import CPU, GPU, Placement, Policy, Signals
-from sim.policies.common import OffloadPolicy, evictable, gpu_where, present_row, requested
-from sim.policies.recency import LRUOrder
+from sim.policies.common import OffloadPolicy, evictable_mask, gpu_where, present_row
+from sim.policies.recency import StampLRU
 from sim.policies.split import best_split
 from sim.policies.static_sets import layer_experts, most_popular, whole_layers
 
@@ -89,16 +90,16 @@ class Fiddler(OffloadPolicy):
         self.static_mask = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
         for l, e in self.static:
             self.static_mask[l, e] = True
-        self.staged = LRUOrder()
+        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
 
     def initial_residency(self) -> list[tuple[int, int]]:
         return list(self.static)
 
-    def _stageable(self, cache, layer, expert) -> bool:
-        return evictable(cache, layer, expert) and not self.static_mask[layer, expert]
+    def _stageable(self, cache) -> np.ndarray:
+        return evictable_mask(cache) & ~self.static_mask
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        spare = cache.n_free + sum(1 for k in self.staged if self._stageable(cache, *k))
+        spare = cache.n_free + int(self._stageable(cache).sum())
         present = present_row(cache, layer)
         on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=min(spare, self.fetch_slots))
         where = gpu_where(cache, layer, counts, on_gpu)
@@ -106,16 +107,11 @@ class Fiddler(OffloadPolicy):
         return Placement(where)
 
     def victim(self, layer: int, expert: int, cache):
-        found = self.staged.oldest(lambda k: self._stageable(cache, *k),
-                                   stale=lambda k: not cache.present(*k))
-        if found is None:
-            return self.refuse(layer, expert)
-        self.staged.discard(found)
-        return found
+        found = self.lru.oldest(self._stageable(cache))
+        return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
-        if not self.static_mask[layer, expert]:
-            self.staged.touch((layer, expert))
+        self.lru.touch(layer, expert)
 
 
 class KTransformers(Policy):

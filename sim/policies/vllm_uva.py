@@ -31,7 +31,8 @@ class VllmUVA(Policy):
 
     def initial_residency(self) -> list[tuple[int, int]]:
         c = self.ctx
-        return layer_experts(whole_layers(c.n_layers, c.n_experts, c.n_slots, self.resident_layers), c.n_experts)
+        layers = whole_layers(c.n_layers, c.n_experts, c.n_slots, self.resident_layers)
+        return layer_experts(layers, c.n_experts)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         return Placement(np.where(cache.resident[layer], GPU, STREAM).astype(np.int8))

@@ -56,8 +56,8 @@ def synthetic_results(sweeps: bool = True) -> pd.DataFrame:
         for n in (128, 512, 2048):
             rows += [row("sweep_gen_length", p, "mt_bench", gen_tokens=n) for p in ("moespac", "llamacpp_sd")]
         for b in (12.5, 25.0, 50.0):
-            rows += [row("sweep_pcie", p, "gsm8k", tps=BASE_TPS[p] * b / 25, hardware=f"rtx4090_pcie4[pcie_h2d_gbs={b}]")
-                     for p in ("moespac", "llamacpp_sd")]
+            rows += [row("sweep_pcie", p, "gsm8k", tps=BASE_TPS[p] * b / 25,
+                         hardware=f"rtx4090_pcie4[pcie_h2d_gbs={b}]") for p in ("moespac", "llamacpp_sd")]
         for h in ("rtx4090_pcie4", "h200_pcie5"):
             rows += [row("sweep_hardware", p, "gsm8k", hardware=h) for p in ("moespac", "llamacpp_sd")]
         rows += [row("paper_dsv2lite", p, w, model="deepseek_v2_lite", tps=t * (1 + 0.1 * i))

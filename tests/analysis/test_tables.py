@@ -16,7 +16,8 @@ from tests.analysis.fixtures import row
 @pytest.fixture
 def hand():
     rows = [row("paper_qwen3", "moespac", "gsm8k", tps=20.0), row("paper_qwen3", "moespac", "mt_bench", tps=30.0),
-            row("paper_qwen3", "llamacpp_sd", "gsm8k", tps=10.0), row("paper_qwen3", "llamacpp_sd", "mt_bench", tps=20.0),
+            row("paper_qwen3", "llamacpp_sd", "gsm8k", tps=10.0),
+            row("paper_qwen3", "llamacpp_sd", "mt_bench", tps=20.0),
             row("paper_qwen3", "oracle", "gsm8k", tps=40.0), row("paper_qwen3", "oracle", "mt_bench", tps=60.0),
             # a duplicate run (e.g. a resumed sweep) is averaged, not double counted
             row("paper_qwen3", "oracle", "mt_bench", tps=60.0, seed=1)]
@@ -72,7 +73,8 @@ def test_published_numbers_reproduce_the_headline_ratio():
 
 
 def test_ablation_and_diagnostics(hand):
-    extra = pd.DataFrame([row("paper_qwen3", "moespac_sync", w, tps=t) for w, t in (("gsm8k", 15.0), ("mt_bench", 25.0))])
+    extra = pd.DataFrame([row("paper_qwen3", "moespac_sync", w, tps=t)
+                          for w, t in (("gsm8k", 15.0), ("mt_bench", 25.0))])
     df = pd.concat([hand, extra], ignore_index=True)
     a = ablation_table(tps_by_workload(df).loc[AVERAGE])
     assert a.at["moespac_sync", "change_pct"] == pytest.approx(-20.0)

@@ -3,7 +3,6 @@ import numpy as np
 
 from sim.expert_cache import ExpertCache
 from sim.policies import make_policy
-from sim.policies.base import Signals
 from tests.policies.conftest import Driver, context, onehot, random_counts
 
 

@@ -4,20 +4,21 @@ import pytest
 
 from sim.policies import make_policy
 from sim.policies.base import FETCH, GPU, Signals
-from sim.policies.recency import LRUOrder
+from sim.policies.recency import StampLRU
 from tests.policies.conftest import Driver, context, onehot, random_counts
 
 
-def test_lru_order_touch_and_oldest():
-    lru = LRUOrder()
-    for k in "abc":
-        lru.touch(k)
-    lru.touch("a")
-    assert list(lru) == ["b", "c", "a"]
-    assert lru.oldest(lambda k: True) == "b"
-    assert lru.oldest(lambda k: k != "b") == "c"
-    assert lru.oldest(lambda k: True, stale=lambda k: k == "b") == "c"
-    assert "b" not in lru          # stale keys are dropped during the scan
+def test_stamp_lru_touch_and_oldest():
+    lru = StampLRU(2, 3)
+    lru.touch(0, 1)
+    lru.touch(1, [0, 2])
+    lru.touch(0, 1)
+    everything = np.ones((2, 3), dtype=bool)
+    assert lru.oldest(everything) == (0, 0)            # never used: oldest, lowest index first
+    only_used = lru.stamp > 0
+    assert lru.oldest(only_used) == (1, 0)             # (1,0) and (1,2) share a tick: lower id first
+    assert lru.oldest_in(0, only_used[0]) == 1
+    assert lru.oldest(np.zeros((2, 3), dtype=bool)) is None
 
 
 def test_lru_evicts_least_recent_hand_sequence():

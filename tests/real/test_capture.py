@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,3 +188,11 @@ def test_local_checkpoint_with_text_prompts(tmp_path):
     assert (t0.meta["prompt_id"], t1.meta["prompt_id"]) == ("q1", "1")
     assert (t0.meta["prompt_tokens"], t1.meta["prompt_tokens"]) == (4, 5)
     assert res["mean_accepted"] > 0  # the saved target still shares its tables with tiny:dense
+
+
+def test_packages_import_without_torch():
+    """``import real`` and ``import traces.capture`` stay light: torch loads only when capturing."""
+    import subprocess
+    import sys
+    code = "import sys, real, traces.capture; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])

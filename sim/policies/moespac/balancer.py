@@ -38,6 +38,7 @@ Capacities (:class:`Balancer`, documented choices of ours):
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -58,27 +59,42 @@ def choose_tau(n_at: list, miss_at: list, g: list, c: list, cap: float, budget: 
         t_cpu_all += n_at[s] * c[s]
     best = (K + 1, 0.0, t_cpu_all, 0, 0, 0)
     best_f = t_cpu_all
+    spare = max(0.0, budget)
     hot = present = got = 0          # |H(tau)|, present in H(tau), experts placed so far
     lvl, used = K, 0                 # fill pointer: level being filled, experts taken from it
     t_gpu = placed_c = 0.0
     for tau in range(K, 0, -1):
-        hot += n_at[tau]
-        present += n_at[tau] - miss_at[tau]
-        x = _placeable(hot, present, cap, budget)
-        while got < x:               # take the next experts top-down (x <= hot: lvl stays >= tau)
-            room = n_at[lvl] - used
-            if room <= 0:
-                lvl, used = lvl - 1, 0
-                continue
-            take = min(room, x - got)
-            t_gpu += take * g[lvl]
-            placed_c += take * c[lvl]
-            got += take
-            used += take
-        t_cpu = max(0.0, t_cpu_all - placed_c)
+        n = n_at[tau]
+        hot += n
+        present += n - miss_at[tau]
+        lim = present + spare
+        if cap < lim:
+            lim = cap
+        x = hot if lim >= hot else max(0, math.floor(lim))
+        if x == hot and got + n == hot:      # nothing truncated so far: take level tau whole
+            t_gpu += n * g[tau]
+            placed_c += n * c[tau]
+            got, lvl, used = hot, tau - 1, 0
+        else:
+            while got < x:           # fill top-down (x <= hot, so lvl stays >= tau)
+                room = n_at[lvl] - used
+                if room <= 0:
+                    lvl, used = lvl - 1, 0
+                    continue
+                take = room if room < x - got else x - got
+                t_gpu += take * g[lvl]
+                placed_c += take * c[lvl]
+                got += take
+                used += take
+        t_cpu = t_cpu_all - placed_c
+        if t_cpu < 0.0:
+            t_cpu = 0.0
         f = t_gpu if t_gpu > t_cpu else t_cpu
         if f < best_f:
-            best, best_f = (tau, t_gpu, t_cpu, hot, x, min(hot - present, max(0, x - present))), f
+            need = x - present
+            best = (tau, t_gpu, t_cpu, hot, x, (need if need < hot - present else hot - present)
+                    if need > 0 else 0)
+            best_f = f
         elif f > best_f:
             break
     return best
@@ -137,8 +153,8 @@ class Balancer:
         idx = levels * 2
         idx += present
         h = np.bincount(idx, minlength=2 * m).tolist()   # h[2s]: level s absent, h[2s+1]: present
-        n_at = [h[2 * s] + h[2 * s + 1] for s in range(m)]
         miss_at = h[0::2]
+        n_at = list(map(operator.add, miss_at, h[1::2]))
         if self.static_tau is None:
             cap = max(self.fair, self.n_slots - (self.hot_sum - self.hot[layer]))
             budget = self.link_capacity() - (self.need_sum - self.need[layer])

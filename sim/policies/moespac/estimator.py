@@ -19,10 +19,10 @@ Modes:
   ``U = clip(ceil(f * n), 1, n)``: the up-boundary is a fraction ``f`` of the verified window
   length ``n``, so "up" asks the same share of the window whether 1, 9 or 17 tokens were verified
   (f = 5/9 would be the authors' U = 5 at n = 9). A feedback term holds the hot set (``s >= 1``)
-  near a target: after each layer update ``f <- f * exp(gain * err / L)`` with
-  ``err = clip((hot - target) / target, -1, 1)`` -- an overfull hot set raises the admission bar,
-  an underfull one lowers it (``f`` clamped to ``[0.5 / n_max, 1]``: just below U = 1, so it
-  cannot wind up). ``f`` starts at the bottom (U = 1): the cache starts empty, so admitting every
+  near a target: ``f <- f * exp(gain * err)`` per step (spread over the step's layer updates)
+  with ``err = clip((hot - target) / target, -1, 1)`` -- an overfull hot set raises the admission
+  bar, an underfull one lowers it (``f`` clamped to ``[0.5 / n_max, 1]``: just below U = 1, so
+  it cannot wind up). ``f`` starts at the bottom (U = 1): the cache starts empty, so admitting every
   requested expert costs nothing until the hot set outgrows the target.
 
   - Scope ``"global"`` (default): one ``f`` for all layers, fed by the total hot set against
@@ -49,7 +49,7 @@ MODES = ("static", "adaptive", "binary")
 
 
 def transition_table(K: int, W: int, U: int, D: int, binary: bool = False) -> np.ndarray:
-    """New level for every (old level s, count c), flattened as ``table[s * W + c]`` (int16)."""
+    """New level for every (old level s, count c), flattened as ``table[s * W + c]`` (int64)."""
     s = np.arange(K + 1)[:, None]
     c = np.arange(W)[None, :]
     if binary:

@@ -152,14 +152,14 @@ class MoESpAc(Policy):
             if item is None:
                 return None
             l, e, lv = item
-            if cache.resident[l, e]:
-                if lv > tree.score[l, e]:
+            if cache.resident.item(l, e):
+                if lv > tree.score.item(l, e):
                     tree.set(l, e, lv)
                     self.n_rescored += 1
                 continue
-            if cache.inflight[l, e]:
+            if cache.inflight.item(l, e):
                 continue
-            if cache.n_free > 0:
+            if cache.n_used < cache.n_slots:
                 return l, e
             v = self._find_victim(cache)
             if v is None:
@@ -176,8 +176,8 @@ class MoESpAc(Policy):
     def victim(self, layer: int, expert: int, cache):
         p = self._planned
         self._planned = None
-        if p is not None and p[0] == layer and p[1] == expert and cache.resident[p[2]] \
-                and not cache.pinned[p[2][0]]:
+        if p is not None and p[0] == layer and p[1] == expert and cache.resident.item(*p[2]) \
+                and not cache.pinned.item(p[2][0]):
             v = p[2]
         else:
             v = self._find_victim(cache)
@@ -187,7 +187,7 @@ class MoESpAc(Policy):
         return v
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
-        self.tree.insert(layer, expert, int(self.est.rows[layer][expert]))
+        self.tree.insert(layer, expert, self.est.rows[layer].item(expert))
 
     # --- results ------------------------------------------------------------------------------
     def metrics(self) -> dict:

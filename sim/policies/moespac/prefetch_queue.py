@@ -13,7 +13,7 @@ from collections import deque
 
 
 class PrefetchQueue:
-    """Levels ``1..K``; ``push`` appends, ``pop`` takes from the highest level, FIFO within it."""
+    """Levels ``1..K``; ``push_levels`` appends, ``pop`` takes from the highest level, FIFO within it."""
 
     def __init__(self, n_layers: int, n_experts: int, K: int):
         self.K = K
@@ -22,16 +22,6 @@ class PrefetchQueue:
         self.size = 0
         self.stale_dropped = 0
         self.limit = 4 * n_layers * n_experts
-
-    def push(self, level: int, layer: int, experts) -> None:
-        """Queue ``experts`` of ``layer`` at ``level`` (1..K), in the given order."""
-        g = self.gen[layer]
-        q = self.levels[level]
-        for e in experts:
-            q.append((layer, e, g))
-        self.size += len(experts)
-        if self.size > self.limit:
-            self._compact()
 
     def push_levels(self, layer: int, experts: list, levels: list) -> None:
         """Queue ``experts[i]`` of ``layer`` at ``levels[i]`` (FIFO within each level)."""

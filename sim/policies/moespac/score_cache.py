@@ -50,7 +50,7 @@ class ScoreTree:
     # --- membership -------------------------------------------------------------------------
     def insert(self, layer: int, expert: int, score: int) -> None:
         """A transfer landed (or an expert was preloaded): it enters with ``score``."""
-        if self.key[layer, expert] >= 0:
+        if self.key.item(layer, expert) >= 0:
             self.set(layer, expert, score)
             return
         self.score[layer, expert] = self.key[layer, expert] = score
@@ -58,29 +58,38 @@ class ScoreTree:
 
     def remove(self, layer: int, expert: int) -> None:
         """The expert was evicted: its slot is empty (-1)."""
-        k = int(self.key[layer, expert])
+        k = self.key.item(layer, expert)
         if k >= 0:
             self.tree.remove(k * self.LE + layer * self.E + expert)
             self.score[layer, expert] = self.key[layer, expert] = -1
 
     def set(self, layer: int, expert: int, score: int) -> None:
         """New score of a resident expert (raised lazily, lowered at once)."""
-        if self.key[layer, expert] < 0:
+        k = self.key.item(layer, expert)
+        if k < 0:
             return
         self.score[layer, expert] = score
-        if score < self.key[layer, expert]:
+        if score < k:
             self._rekey(layer, expert, score)
 
     def set_layer(self, layer: int, scores: np.ndarray, resident: np.ndarray) -> None:
         """Give every ``resident`` expert of ``layer`` its new score."""
         np.copyto(self.score[layer], scores, where=resident)
-        lower = np.flatnonzero(scores < self.key[layer])    # absent experts have key -1
-        for e in lower.tolist():
-            self._rekey(layer, e, int(scores[e]))
+        krow = self.key[layer]
+        lower = np.flatnonzero(scores < krow)               # absent experts have key -1
+        if lower.size:
+            base = lower + layer * self.E
+            new = scores[lower]
+            tree = self.tree
+            for old_key, new_key in zip((krow[lower] * self.LE + base).tolist(),
+                                        (new * self.LE + base).tolist()):
+                tree.remove(old_key)
+                tree.add(new_key)
+            krow[lower] = new
 
     def _rekey(self, layer: int, expert: int, score: int) -> None:
         base = layer * self.E + expert
-        self.tree.remove(int(self.key[layer, expert]) * self.LE + base)
+        self.tree.remove(self.key.item(layer, expert) * self.LE + base)
         self.tree.add(score * self.LE + base)
         self.key[layer, expert] = score
 
@@ -132,7 +141,7 @@ class ScoreTree:
                 l, e = divmod(key - lo, E)
                 if pinned[l]:
                     continue
-                if score[l, e] != s:
+                if score.item(l, e) != s:
                     lagging.append((l, e))
                 elif s < tau[l] and not blocked[l]:
                     found = (l, e)
@@ -140,7 +149,7 @@ class ScoreTree:
             if found is not None:
                 break
         for l, e in lagging:
-            self._rekey(l, e, int(score[l, e]))
+            self._rekey(l, e, score.item(l, e))
         return found
 
     def _cyclic_layers(self, s: int, tau: list, current: int, blocked: np.ndarray):
@@ -156,7 +165,8 @@ class ScoreTree:
                 if j < 0 or tree[j] < lo + l * E:
                     break
                 e = tree[j] - lo - l * E
-                if self.score[l, e] == s:
+                true = self.score.item(l, e)
+                if true == s:
                     return l, e
-                self._rekey(l, e, int(self.score[l, e]))
+                self._rekey(l, e, true)
         return None

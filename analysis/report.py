@@ -47,7 +47,7 @@ def build_report(results: str | Path, out: str | Path = "out/report", experiment
     md += claims.claim_standard(avg) + [""]
     md += claims.claim_hot(hot_precision_summary(main.rows)) + [""]
     for part in (sections.tps_section(t), sections.paper_section(t), sections.speedup_section(avg),
-                 sections.oracle_section(avg), sections.diagnostics_section(main.rows),
+                 sections.oracle_section(avg, set(main.rows.loc[main.rows["gamma"] > 0, "policy"])), sections.diagnostics_section(main.rows),
                  sections.ablation_section(avg), sections.dsv2_section(df), sections.real_section(df)):
         md += part + ([""] if part else [])
     log(f"[analysis] tables done at {time.perf_counter() - t0:.2f} s")

@@ -63,8 +63,18 @@ def speedup_section(avg: pd.Series) -> list[str]:
             "Cell = average TPS of the row system / average TPS of the column system.", "", table(m)]
 
 
-def oracle_section(avg: pd.Series) -> list[str]:
-    """Each policy's fraction of the upper bounds."""
+def _above_bound(avg: pd.Series, speculative: set) -> list[str]:
+    """Policies faster than their own bound (the SD oracle for SD policies, the AR one for AR)."""
+    out = []
+    for p in avg.index:
+        bound = "oracle" if p in speculative else "oracle_ar"
+        if p not in ORACLES and bound in avg.index and avg[p] > avg[bound] * 1.001:
+            out.append(f"{display_name(p)} ({avg[p]:.2f} > {display_name(bound)} {avg[bound]:.2f})")
+    return out
+
+
+def oracle_section(avg: pd.Series, speculative: set) -> list[str]:
+    """Each policy's fraction of the upper bounds; flags policies faster than their bound."""
     present = [o for o in ORACLES if o in avg.index]
     if not present:
         return ["## Oracle (upper bound)", "",
@@ -73,7 +83,10 @@ def oracle_section(avg: pd.Series) -> list[str]:
     o.index.name = "policy"
     fr = [c for c in o.columns if c.startswith("fraction")]
     text = ", ".join(f"{display_name(p)} {avg[p]:.2f} tok/s" for p in present)
-    return ["## Oracle (upper bound)", "",
+    above = _above_bound(avg, speculative)
+    warn = ([f"**Check:** faster than the oracle of the same decoding mode: {'; '.join(above)}. The oracle is meant "
+             "to bound them, so the oracle or these policies' models deserve a look.", ""] if above else [])
+    return ["## Oracle (upper bound)", "", *warn,
             f"Oracle TPS: {text} (Belady eviction, perfect prefetch, best CPU/GPU split; the SD oracle at the "
             "same gamma, the AR one without a draft). A speculative policy can exceed 100% of the AR oracle: "
             "verifying several tokens per pass amortises expert loads that no AR schedule can avoid.", "",

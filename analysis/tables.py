@@ -21,7 +21,7 @@ DIAGNOSTICS = {  # column -> (label, how to compute from a row)
     "bubble_share": "CPU/GPU bubble / decode time",
     "pcie_mb_per_token": "PCIe MB per token",
     "mean_accepted": "accepted drafts per step",
-    "step_ms_mean": "step time (ms)",
+    "step_ms_mean": "ms per step (SD: verify step, AR: token)",
     "prefetch_precision": "prefetch precision",
 }
 

@@ -17,7 +17,7 @@ import numpy as np
 from traces.errors import TraceError
 from traces.schema import SDRecord, Trace
 
-_ARRAYS = ("experts", "weights", "next_pred", "prefill")
+_ARRAYS = ("experts", "weights", "next_pred", "alt_experts", "prefill")
 _SD = ("sd_experts", "sd_accepted", "sd_n_verified")
 
 
@@ -46,7 +46,7 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
     arrays["experts"] = trace.experts.astype(np.int16)
     if trace.weights is not None:
         arrays["weights"] = trace.weights.astype(np.float32)
-    for name in ("next_pred", "prefill"):
+    for name in ("next_pred", "alt_experts", "prefill"):
         if getattr(trace, name) is not None:
             arrays[name] = getattr(trace, name).astype(np.int16)
     if trace.sd is not None:

@@ -99,30 +99,44 @@ def stickiness(reuse: np.ndarray, q: np.ndarray, k: int, gain: float = 1.0) -> n
 
 
 def generate(pop: np.ndarray, stick: np.ndarray, k: int, tokens: int, w: int, a: np.ndarray, beta: float,
-             shift_rate: float, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """Routing int16 [tokens, L, k] and the number of segments.
+             shift_rate: float, rng: np.random.Generator,
+             alt_rng: np.random.Generator | None = None) -> tuple[np.ndarray, int, np.ndarray | None]:
+    """Routing int16 [tokens, L, k], the number of segments, and (with ``alt_rng``) the routing of
+    an alternative token at every position: drawn like the real token, from the same segment and
+    the same previous token, with independent noise (what a rejected draft there would route to).
 
     Random numbers are drawn in whole chunks of tokens, so a shorter trace with the same generator
-    state is an exact prefix of a longer one."""
+    state is an exact prefix of a longer one; the alternative rows use their own generator and never
+    change the real ones."""
     L, E = pop.shape
     rows = np.arange(L)[:, None]
     sign = np.where(stick < 0, -1e9, 1e9)[None, :, None]
     out = np.empty((tokens, L, k), np.int16)
+    alt = np.empty((tokens, L, k), np.int16) if alt_rng is not None else None
     prev, segments = None, 0
     for c0 in range(0, tokens, _CHUNK):
         shifts = rng.random(_CHUNK) < shift_rate
         # Gumbel noise as -log(Exp(1)), in float32 (numpy's own Gumbel sampler is several times slower)
         gum = -np.log(np.maximum(rng.standard_exponential((_CHUNK, L, E), dtype=np.float32), 1e-30))
         bonus = np.where(rng.random((_CHUNK, L, k)) < np.abs(stick)[None, :, None], sign, 0.0)
+        if alt is not None:
+            gum_alt = -np.log(np.maximum(alt_rng.standard_exponential((_CHUNK, L, E), dtype=np.float32), 1e-30))
+            bonus_alt = np.where(alt_rng.random((_CHUNK, L, k)) < np.abs(stick)[None, :, None], sign, 0.0)
         for i in range(min(_CHUNK, tokens - c0)):
             if shifts[i] or prev is None:
                 logq = np.log(segment_mix(pop, rng.gumbel(size=(L, E)), w, a, beta)).astype(np.float32)
                 segments += 1
-            score = logq + gum[i]
-            forced = score.copy()
-            if prev is not None:
-                forced[rows, prev] += bonus[i]
-            top = np.argpartition(-forced, k - 1, axis=1)[:, :k]
-            prev = np.take_along_axis(top, np.argsort(-forced[rows, top], axis=1), axis=1)
+            if alt is not None:
+                alt[c0 + i] = _draw(logq + gum_alt[i], prev, bonus_alt[i], rows, k)
+            prev = _draw(logq + gum[i], prev, bonus[i], rows, k)
             out[c0 + i] = prev
-    return out, segments
+    return out, segments, alt
+
+
+def _draw(score: np.ndarray, prev: np.ndarray | None, bonus: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """One token's top-k per layer: perturbed scores, previous experts pushed up (or down) by ``bonus``."""
+    forced = score.copy()
+    if prev is not None:
+        forced[rows, prev] += bonus
+    top = np.argpartition(-forced, k - 1, axis=1)[:, :k]
+    return np.take_along_axis(top, np.argsort(-forced[rows, top], axis=1), axis=1)

@@ -2,7 +2,9 @@
 
 A trace holds, for every generated token position ``t`` and MoE layer ``l``, the target model's
 top-k expert ids ``experts[t, l, :]`` (int16, shape ``[T, L, k]``), optionally the gate weights,
-optionally a next-layer prediction signal ``next_pred[t, l, :]`` (the experts that layer ``l+1``'s
+optionally the routing of a plausible *rejected draft* at each position ``alt_experts[t, l, :]`` (a
+different token after the same prefix; synthetic traces carry it so speculative verify windows
+need not reuse real tokens for rejected drafts), optionally a next-layer prediction signal ``next_pred[t, l, :]`` (the experts that layer ``l+1``'s
 gate picks from layer ``l``'s hidden state; row ``L-1`` is unused), and optionally an SD record
 of what a speculative decoder verified at each step.
 """
@@ -43,6 +45,7 @@ class Trace:
     experts: np.ndarray  # int16 [T, L, k]
     weights: np.ndarray | None = None  # float32 [T, L, k]
     next_pred: np.ndarray | None = None  # int16 [T, L, k]
+    alt_experts: np.ndarray | None = None  # int16 [T, L, k]
     sd: SDRecord | None = None
     prefill: np.ndarray | None = None  # int16 [P, L, k]
     path: str | None = field(default=None, compare=False)
@@ -86,10 +89,13 @@ class Trace:
                 raise TraceError(p, "weights", f"shape {self.weights.shape} != experts shape {self.experts.shape}")
             if not np.all(np.isfinite(self.weights)):
                 raise TraceError(p, "weights", "contains NaN or infinite values")
-        if self.next_pred is not None:
-            _check_ids(p, "next_pred", self.next_pred, shape, self.n_experts, allow_missing=True)
-            if self.next_pred.shape[0] != self.n_tokens:
-                raise TraceError(p, "next_pred", f"{self.next_pred.shape[0]} rows, expected {self.n_tokens}")
+        for name, allow_missing in (("next_pred", True), ("alt_experts", False)):
+            arr = getattr(self, name)
+            if arr is None:
+                continue
+            _check_ids(p, name, arr, shape, self.n_experts, allow_missing=allow_missing)
+            if arr.shape[0] != self.n_tokens:
+                raise TraceError(p, name, f"{arr.shape[0]} rows, expected {self.n_tokens}")
         if self.prefill is not None:
             _check_ids(p, "prefill", self.prefill, shape, self.n_experts, allow_missing=False)
         if self.sd is not None:

@@ -121,11 +121,12 @@ def synthesize(model: str, workload: str = DEFAULT_WORKLOAD, tokens: int = 4096,
     perm, _ = _layout(gp["popularity_seed"], mc.n_layers, mc.n_experts)
     pop = popularity(np.array(gp["zipf_exponent"]), perm)
     rng = np.random.default_rng([gp["seed"], zlib.crc32(workload.encode())])
-    experts, n_seg = generate(pop, np.array(gp["stickiness"]), mc.top_k, gp["tokens"], gp["working_set"],
-                              np.array(gp["working_set_weight"]), mc.ws_beta, gp["shift_rate"], rng)
+    alt_rng = np.random.default_rng([gp["seed"], zlib.crc32(workload.encode()), 1])
+    experts, n_seg, alt = generate(pop, np.array(gp["stickiness"]), mc.top_k, gp["tokens"], gp["working_set"],
+                                   np.array(gp["working_set_weight"]), mc.ws_beta, gp["shift_rate"], rng, alt_rng)
     meta = {"schema_version": SCHEMA_VERSION, "model": model, "hf_name": mc.hf_name,
             "n_layers": mc.n_layers, "n_experts": mc.n_experts, "top_k": mc.top_k,
             "dense_layers": list(mc.dense_layers), "shared_experts": mc.shared_experts,
             "source": "synthetic", "workload": workload, "acceptance": float(wl["acceptance"]),
             "prompt_id": f"synthetic/{workload}/seed{gp['seed']}", "segments": n_seg, "generator": gp}
-    return Trace(meta=meta, experts=experts).validate()
+    return Trace(meta=meta, experts=experts, alt_experts=alt).validate()

@@ -7,10 +7,11 @@ Speculative decoding: each step verifies ``gamma + 1`` positions (the last commi
 with the same gamma, its windows are used as recorded. Otherwise windows are built from token
 routing and an acceptance model: the number of accepted drafts is the count of leading successes
 of independent Bernoulli(``acceptance``) trials, capped at gamma. Under greedy SD the accepted
-prefix's routing equals the routing of those tokens, so those rows are exact; the routing of the
-rejected drafts is approximated by the routing of the next real tokens (a rejected draft is a
-near-miss token in the same context), which slightly overstates the reuse between a window's
-rejected tail and the next window.
+prefix's routing equals the routing of those tokens, so those rows are exact. A rejected draft is a
+different token after the same prefix: where the trace carries ``alt_experts`` (synthetic traces
+do: an alternative token drawn from the same routing process at that position), its rows are used;
+otherwise the routing of the next real tokens stands in for it, which overstates the overlap
+between a window's rejected tail and the next window (the next window verifies those real tokens).
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def build_schedule(trace: Trace, gamma: int, gen_tokens: int, acceptance: float 
         raise ValueError(f"gamma must be >= 0, got {gamma}")
     if not 0.0 <= acceptance <= 1.0:
         raise ValueError(f"acceptance must lie in 0..1, got {acceptance}")
-    ex = trace.experts
+    ex, alt = trace.experts, trace.alt_experts
     gen_tokens = min(gen_tokens, ex.shape[0])
     if gamma > 0 and trace.sd is not None and trace.sd.gamma == gamma:
         return _from_sd_record(trace, gen_tokens)
@@ -76,7 +77,10 @@ def build_schedule(trace: Trace, gamma: int, gen_tokens: int, acceptance: float 
     while t < gen_tokens:
         a = int(accepted[len(rows)])
         end = min(t + gamma + 1, ex.shape[0])
-        rows.append(ex[t:end])
+        if alt is None or t + a + 1 >= end:
+            rows.append(ex[t:end])
+        else:
+            rows.append(np.concatenate([ex[t:t + a + 1], alt[t + a + 1:end]]))
         step = min(a + 1, gen_tokens - t, end - t)
         produced.append(step)
         t += step

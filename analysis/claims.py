@@ -137,8 +137,8 @@ def claim_hot(hot: dict) -> list[str]:
              "that the layer's next pass requests; recall is the share of requested experts that were marked hot."]
     ref = hot.get("paper_layer", hot["overall"])
     if abs(ref - pub.value) > CLOSE:
-        facts = [f"- recall {pct(hot.get('recall'))}: " + ("the hot set is small and conservative"
-                 if hot.get("recall", 1) < hot["overall"] else "the hot set is broad")]
+        facts = [f"- recall {pct(hot.get('recall'))} (share of the requested experts that were predicted hot); a "
+                 "larger hot set raises recall and lowers precision."]
         if "hot_per_layer" in hot:
             facts.append(f"- mean hot-set size {fmt(hot['hot_per_layer'], 1)} experts per layer, mean threshold "
                          f"tau {fmt(hot.get('tau_mean'), 2)}.")

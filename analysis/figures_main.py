@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 
 from analysis import paper
 from analysis.names import ABLATIONS, MOESPAC, SD_BASELINE, display_name, order_policies
@@ -21,16 +22,17 @@ def plot_tps_vs_paper(rows: pd.DataFrame):
     y = np.arange(len(systems))
     sim = avg[systems].to_numpy()
     pub = np.array([paper.AVG_TPS[p].value if p in paper.AVG_TPS else np.nan for p in systems])
-    ax.barh(y - 0.2, sim, 0.4, color=["tab:red" if p == MOESPAC else "tab:blue" for p in systems],
-            label="simulated")
-    ax.barh(y + 0.2, pub, 0.4, color="lightgray", edgecolor="black", hatch="//", label="published")
+    ax.barh(y - 0.2, sim, 0.4, color=["tab:red" if p == MOESPAC else "tab:blue" for p in systems])
+    ax.barh(y + 0.2, pub, 0.4, color="lightgray", edgecolor="black", hatch="//")
     for yi, v in zip(y, sim):
         ax.text(v, yi - 0.2, f" {v:.1f}", va="center", fontsize=7)
     ax.set_yticks(y, [display_name(p) for p in systems])
     ax.invert_yaxis()
     ax.set_xlabel("average decode throughput over workloads (tokens/s)")
     ax.set_title("Simulated vs published throughput per system (grey: paper, where published)", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(handles=[Patch(color="tab:red", label="simulated, MoE-SpAc"), Patch(color="tab:blue", label="simulated"),
+                       Patch(facecolor="lightgray", edgecolor="black", hatch="//", label="published")],
+              fontsize=8, loc="lower right")
     return fig
 
 
@@ -47,14 +49,16 @@ def plot_ablation(rows: pd.DataFrame):
     err = np.vstack([mean - per_w.min(), per_w.max() - mean])
     ax.barh(y, mean, xerr=err, color=[color(p) if p == MOESPAC else "tab:orange" for p in present],
             capsize=3, alpha=0.9)
-    for yi, v in zip(y, mean):
-        ax.text(v, yi + 0.3, f" {v:.1f} ({(v / mean[MOESPAC] - 1) * 100:+.0f}%)", fontsize=7)
+    for yi, v, hi in zip(y, mean, per_w.max()):
+        ax.text(hi, yi, f" {v:.1f} ({(v / mean[MOESPAC] - 1) * 100:+.0f}%)", fontsize=8, va="center",
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
     for ref, ls in ((SD_BASELINE, "--"), ("oracle", ":")):
         if ref in table.columns:
-            ax.axvline(table.at["average", ref], color=color(ref), ls=ls, lw=1.2,
+            ax.axvline(table.at["average", ref], color=color(ref), ls=ls, lw=1.2, zorder=1,
                        label=f"{display_name(ref)} {table.at['average', ref]:.1f}")
     ax.set_yticks(y, [display_name(p) for p in present])
     ax.invert_yaxis()
+    ax.set_xlim(0, float(per_w.max().max()) * 1.25)
     ax.set_xlabel("average decode throughput (tokens/s); whiskers: min..max over workloads")
     ax.set_title("What each MoE-SpAc component contributes (ablations)", fontsize=10)
     if ax.get_legend_handles_labels()[0]:

@@ -89,7 +89,9 @@ def oracle_section(avg: pd.Series, speculative: set) -> list[str]:
     return ["## Oracle (upper bound)", "", *warn,
             f"Oracle TPS: {text} (Belady eviction, perfect prefetch, best CPU/GPU split; the SD oracle at the "
             "same gamma, the AR one without a draft). A speculative policy can exceed 100% of the AR oracle: "
-            "verifying several tokens per pass amortises expert loads that no AR schedule can avoid.", "",
+            "verifying several tokens per pass amortises expert loads that no AR schedule can avoid; an AR policy "
+            "can exceed the SD oracle when drafting costs more than it saves. Each policy is checked against the "
+            "oracle of its own decoding mode.", "",
             table(o.rename(columns={"tps": "average TPS"}), formats={c: pct for c in fr})]
 
 

@@ -67,6 +67,13 @@ class CostModel:
             return float(t["transfer_us"]) * US
         return self.hw.pcie_latency_us * US + self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
 
+    def bulk_transfer_s(self, n_experts: int) -> float:
+        """``n_experts`` experts of one layer copied as one block: one latency, then all the bytes."""
+        t = self.hw.tables or {}
+        if "transfer_us" in t:
+            return n_experts * float(t["transfer_us"]) * US
+        return self.hw.pcie_latency_us * US + n_experts * self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
+
     def stream_s(self, n: int) -> float:
         """GPU time for one expert whose weights are read over PCIe by the kernel (UVA): link-bound."""
         return max(self.expert_bytes / (self.hw.pcie_h2d_gbs * GB), float(self._expert_flops(n))

@@ -167,16 +167,55 @@ class Engine:
         c.gpu_execs += n_gpu
         c.cpu_execs += n_cpu
         waits = []
+        if placement.bulk:
+            gpu_s, cpu_s = self._dispatch_bulk(layer, req, n, where, placement.extra_fetch, gpu_s, cpu_s, waits)
+            return gpu_s, cpu_s, waits
         if n_gpu + n_cpu < req.size:
             rest = ~(on_gpu | on_cpu)
             for e, k, w in zip(req[rest].tolist(), n[rest].tolist(), where[rest].tolist()):
                 gpu_s, cpu_s = self._dispatch_one(layer, e, k, w, gpu_s, cpu_s, waits)
         for e in placement.extra_fetch:
+            e = int(e)
             if cache.inflight[layer, e]:
-                waits.append((self.link.landing[(layer, int(e))], 0.0))
-            elif not cache.resident[layer, e] and self._reserve(layer, int(e)):
-                waits.append((self.link.request(layer, int(e)), 0.0))
+                waits.append((self.link.landing[(layer, e)], 0.0))
+            elif not cache.resident[layer, e] and self._reserve(layer, e):
+                waits.append((self.link.request(layer, e), 0.0))
         return gpu_s, cpu_s, waits
+
+    def _dispatch_bulk(self, layer, req, n, where, extra, gpu_s, cpu_s, waits):
+        """All of a layer's demand fetches as one block copy (``Placement.bulk``)."""
+        cache, c = self.cache, self.c
+        if (where == STREAM).any():
+            raise ValueError(f"policy {self.policy.name!r}: a bulk placement cannot STREAM")
+        fetch = where == FETCH
+        want, gpu_of = [], {}
+        for e, k in zip(req[fetch].tolist(), n[fetch].tolist()):
+            g = float(self.gpu_tab[k])
+            if cache.resident[layer, e]:
+                gpu_s += g
+            elif cache.inflight[layer, e]:
+                waits.append((self.link.landing[(layer, e)], g))
+            else:
+                want.append(e)
+                gpu_of[e] = (g, k)
+        c.gpu_execs += int(fetch.sum())
+        ex = np.asarray(extra, dtype=np.int64)
+        if ex.size:
+            fly = cache.inflight[layer, ex]
+            waits.extend((self.link.landing[(layer, int(e))], 0.0) for e in dict.fromkeys(ex[fly].tolist()))
+            rest = ex[~fly & ~cache.resident[layer, ex]]
+            want.extend(e for e in rest.tolist() if e not in gpu_of)
+        granted = self._reserve_many(layer, want)
+        for e in want[len(granted):]:
+            if e in gpu_of:  # a routed expert that found no slot runs on the CPU
+                c.fallbacks += 1
+                c.gpu_execs -= 1
+                c.cpu_execs += 1
+                cpu_s += float(self.cpu_tab[gpu_of[e][1]])
+        if granted:
+            ev = self.link.request_bulk(layer, tuple(granted), self.cost.bulk_transfer_s(len(granted)))
+            waits.append((ev, sum(gpu_of[e][0] for e in granted if e in gpu_of)))
+        return gpu_s, cpu_s
 
     def _dispatch_one(self, layer: int, e: int, k: int, w: int, gpu_s: float, cpu_s: float, waits: list):
         """A FETCH or STREAM placement of one expert."""
@@ -207,14 +246,39 @@ class Engine:
             victim = self.policy.victim(layer, expert, cache)
             if victim is None:
                 return False
-            vl, ve = victim
-            cache.evict(vl, ve)
-            if self.prefetched[vl, ve]:
-                self.prefetched[vl, ve] = False
-                self.n_prefetched_flags -= 1
-            self.c.evictions += 1
+            self._evict(*victim)
         cache.begin(layer, expert)
         return True
+
+    def _reserve_many(self, layer: int, experts: list) -> list:
+        """Reserve slots for a block copy, in order; returns the experts that got one.
+
+        A policy with a ``victims(layer, n, cache)`` method names all victims at once; otherwise
+        it is asked one victim at a time, as for single transfers."""
+        cache = self.cache
+        if not hasattr(self.policy, "victims"):
+            return [e for e in experts if self._reserve(layer, e)]
+        short = len(experts) - cache.n_free
+        if short > 0:
+            victims = np.asarray(self.policy.victims(layer, short, cache), dtype=np.int64).reshape(-1, 2)
+            if len(np.unique(victims, axis=0)) != len(victims):
+                raise CacheError(f"policy {self.policy.name!r} named the same victim twice")
+            cache.evict_many(victims[:, 0], victims[:, 1])
+            flagged = self.prefetched[victims[:, 0], victims[:, 1]]
+            self.n_prefetched_flags -= int(flagged.sum())
+            self.prefetched[victims[:, 0], victims[:, 1]] = False
+            self.c.evictions += len(victims)
+        granted = experts[:max(0, min(len(experts), cache.n_free))]
+        if granted:
+            cache.begin_many(layer, granted)
+        return granted
+
+    def _evict(self, layer: int, expert: int) -> None:
+        self.cache.evict(layer, expert)
+        if self.prefetched[layer, expert]:
+            self.prefetched[layer, expert] = False
+            self.n_prefetched_flags -= 1
+        self.c.evictions += 1
 
     def start_prefetch(self):
         """The link is idle: the policy's next valid prefetch as a link job, or None."""
@@ -226,8 +290,21 @@ class Engine:
             layer, expert = int(item[0]), int(item[1])
             if cache.present(layer, expert) or not self._reserve(layer, expert):
                 continue
-            return layer, expert, False, self.env.event(), True
+            return layer, (expert,), False, self.env.event(), True, self.transfer_s
         return None
+
+    def block_landed(self, layer: int, experts: tuple, start: float) -> None:
+        """A block copy of several experts (demand, ``Placement.bulk``) landed."""
+        c = self.c
+        c.pcie_bytes += self.cost.expert_bytes * len(experts)
+        c.demand_fetches += len(experts)
+        self._mark("PCIe", f"block L{layer} x{len(experts)}", start, self.env.now)
+        self.cache.land_many(layer, list(experts))
+        if hasattr(self.policy, "on_transfers_done"):
+            self.policy.on_transfers_done(layer, list(experts), self.cache)
+        else:
+            for e in experts:
+                self.policy.on_transfer_done(layer, e, self.cache)
 
     def transfer_landed(self, layer: int, expert: int, stream: bool, start: float, prefetch: bool) -> None:
         """Called by the link when a transfer's bytes have arrived."""
@@ -253,7 +330,7 @@ class Engine:
             job = self.start_prefetch()
             if job is None:
                 return
-            layer, expert = job[0], job[1]
+            layer, (expert,) = job[0], job[1]
             start = self.env.now
             yield self.env.timeout(self.transfer_s)
             self.link.busy_s += self.transfer_s

@@ -53,6 +53,24 @@ class ExpertCache:
         self.inflight[layer, expert] = True
         self.n_used += 1
 
+    def begin_many(self, layer: int, experts) -> None:
+        """Reserve free slots for several experts of one layer at once (a block copy)."""
+        experts = np.asarray(experts, dtype=np.int64)
+        if (self.resident[layer, experts] | self.inflight[layer, experts]).any():
+            raise CacheError(f"some of layer {layer}'s experts {experts.tolist()} are already present")
+        if self.n_used + experts.size > self.n_slots:
+            raise CacheError("not enough free slots: evict first")
+        self.inflight[layer, experts] = True
+        self.n_used += experts.size
+
+    def land_many(self, layer: int, experts) -> None:
+        """Several transfers of one layer finished together."""
+        experts = np.asarray(experts, dtype=np.int64)
+        if not self.inflight[layer, experts].all():
+            raise CacheError(f"some of layer {layer}'s experts {experts.tolist()} were not in flight")
+        self.inflight[layer, experts] = False
+        self.resident[layer, experts] = True
+
     def land(self, layer: int, expert: int) -> None:
         """A transfer finished: the expert becomes resident."""
         if not self.inflight[layer, expert]:
@@ -75,6 +93,16 @@ class ExpertCache:
             raise CacheError(f"cannot evict ({layer}, {expert}): layer {layer} is pinned while it computes")
         self.resident[layer, expert] = False
         self.n_used -= 1
+
+    def evict_many(self, layers, experts) -> None:
+        """Free the slots of several resident, unpinned experts at once."""
+        layers, experts = np.asarray(layers, dtype=np.int64), np.asarray(experts, dtype=np.int64)
+        if not self.resident[layers, experts].all():
+            raise CacheError("cannot evict: some experts are not resident")
+        if self.pinned[layers].any():
+            raise CacheError("cannot evict: a pinned layer's expert was named")
+        self.resident[layers, experts] = False
+        self.n_used -= layers.size
 
     def check(self) -> None:
         """Assert the slot-accounting invariant (used by tests)."""

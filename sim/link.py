@@ -32,10 +32,15 @@ class Link:
 
     def request(self, layer: int, expert: int, stream: bool = False) -> simpy.Event:
         """Queue a demand transfer (slot already reserved unless ``stream``); returns its landing event."""
+        return self.request_bulk(layer, (expert,), self.engine.transfer_s, stream)
+
+    def request_bulk(self, layer: int, experts: tuple, duration: float, stream: bool = False) -> simpy.Event:
+        """Queue one demand copy of several experts of a layer (slots reserved); one landing event."""
         ev = self.env.event()
-        self.demand.append((layer, expert, stream, ev, False))
+        self.demand.append((layer, experts, stream, ev, False, duration))
         if not stream:
-            self.landing[(layer, expert)] = ev
+            for e in experts:
+                self.landing[(layer, e)] = ev
         self.wake()
         return ev
 
@@ -48,7 +53,6 @@ class Link:
 
     def _run(self):
         env, eng = self.env, self.engine
-        dur = eng.transfer_s
         while True:
             job = self._next()
             if job is None:
@@ -56,14 +60,18 @@ class Link:
                 yield self._idle
                 self._idle = None
                 continue
-            layer, expert, stream, ev, prefetch = job
+            layer, experts, stream, ev, prefetch, dur = job
             if prefetch:
-                self.landing[(layer, expert)] = ev
+                self.landing[(layer, experts[0])] = ev
             start = env.now
             yield env.timeout(dur)
             self.busy_s += dur
             self.n_transfers += 1
             if not stream:
-                del self.landing[(layer, expert)]
-            eng.transfer_landed(layer, expert, stream, start, prefetch)
+                for e in experts:
+                    del self.landing[(layer, e)]
+            if len(experts) == 1:
+                eng.transfer_landed(layer, experts[0], stream, start, prefetch)
+            else:
+                eng.block_landed(layer, experts, start)
             ev.succeed()

@@ -21,7 +21,8 @@ class AccelerateOffload(OffloadPolicy):
     its absent experts: the routed ones as demand fetches, the others as ``extra_fetch``. The
     staging slots are managed LRU over layers (all experts of a layer are used together, so LRU
     over experts is LRU over layers); static layers are never evicted. When a whole layer does not
-    fit in the staging slots, only as many extra experts are fetched as fit.
+    fit in the staging slots, only as many extra experts are fetched as fit. The layer's experts
+    move as one block copy (``Placement.bulk``): one latency, then all the bytes.
 
     Parameters:
         buffer_layers: layers' worth of slots used as the staging area (default 1: the hook
@@ -56,11 +57,19 @@ class AccelerateOffload(OffloadPolicy):
             extra = [int(e) for e in absent[: max(0, room)]]
             self.lru.touch(layer, np.flatnonzero(cache.resident[layer]))
         self.note_demand(layer, where, counts, extra)
-        return Placement(where, extra_fetch=extra)
+        return Placement(where, extra_fetch=extra, bulk=True)
 
     def victim(self, layer: int, expert: int, cache):
         found = self.lru.oldest(evictable_mask(cache) & self.staged_mask)
         return found if found is not None else self.refuse(layer, expert)
 
+    def victims(self, layer: int, n: int, cache):
+        """Up to ``n`` victims at once for a block copy (the staged experts, least recent first)."""
+        return self.lru.oldest_n(evictable_mask(cache) & self.staged_mask, n)
+
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         self.lru.touch(layer, expert)
+
+    def on_transfers_done(self, layer: int, experts, cache) -> None:
+        """A block copy landed: the layer's experts are used now, in id order."""
+        self.lru.touch(layer, np.sort(np.asarray(experts)))

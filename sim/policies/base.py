@@ -110,12 +110,15 @@ class Placement:
     ``where[e]`` is one of GPU/CPU/FETCH/STREAM for every expert with ``counts[e] > 0`` (entries of
     unrequested experts are ignored). ``extra_fetch`` lists experts of this layer to fetch as demand
     although no token requested them (whole-layer offload, as Accelerate does). ``gpu_first`` is the
-    order in which the GPU runs its experts (None: resident ones first, then fetched ones in
-    request order).
+    ``bulk`` moves all of this layer's demand fetches (FETCH and ``extra_fetch``) as one copy: one
+    latency, then all the bytes, landing together (a whole module copied at once, as Accelerate's
+    offload hook does). Otherwise each demand fetch is its own transfer and the GPU computes each
+    fetched expert as soon as it lands.
     """
 
     where: np.ndarray
     extra_fetch: list[int] = field(default_factory=list)
+    bulk: bool = False
 
 
 class Policy(abc.ABC):
@@ -164,6 +167,11 @@ class Policy(abc.ABC):
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         pass
+
+    # Optional block-copy hooks (``Placement.bulk``); without them the executor calls victim() and
+    # on_transfer_done() once per expert:
+    #   victims(layer, n, cache) -> list[(layer, expert)]   up to n victims, in eviction order
+    #   on_transfers_done(layer, experts, cache)            several experts of a layer landed
 
     def metrics(self) -> dict[str, float]:
         """Extra numbers for the result row (e.g. MoE-SpAc's hot/cold precision)."""

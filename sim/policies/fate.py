@@ -20,10 +20,18 @@ class Fate(OffloadPolicy):
     requests of resident experts are ARC hits, every transfer is an ARC admission, victims come
     from ARC's REPLACE, restricted to evictable experts). Misses are demand-fetched; all experts
     run on the GPU. Not modelled: Fate's shallow-favouring slot split and its INT2/INT4
-    popularity-aware quantisation (the cost model has one precision). No parameters.
+    popularity-aware quantisation (the cost model has one precision).
+
+    Parameters:
+        next_layer_accuracy: accuracy of the cross-layer prediction when the trace records none
+            (the executor reads this attribute to synthesise ``next_pred``); default 0.97, Fate's
+            reported prefetch accuracy on Qwen1.5-MoE and DeepSeekMoE (not measured on Qwen3).
     """
 
     speculative = False
+
+    def __init__(self, next_layer_accuracy: float = 0.97):
+        self.next_layer_accuracy = next_layer_accuracy
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)

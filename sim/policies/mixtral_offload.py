@@ -16,7 +16,8 @@ class MixtralOffload(OffloadPolicy):
     Mechanism (Eliseev & Mazur, arXiv 2312.17238; github.com/dvmazur/mixtral-offloading,
     ``src/expert_cache.py``: one eviction group per layer, LRU ``choose_expert_to_evict``): every
     layer owns k GPU expert buffers (the slot budget split evenly, :func:`even_quotas`), filled at
-    load time with the layer's first k experts by id; a requested expert not in the layer's cache
+    load time with the layer's last k experts by id (``build_model.py`` offloads
+    ``expert_idx < offload_per_layer``); a requested expert not in the layer's cache
     is fetched and replaces the layer's least recently used one; all experts run on the GPU.
     Speculative loading: the next layer's gate applied to the current hidden state guesses its
     experts (here ``signals.next_pred``); the guessed experts not yet cached are queued for
@@ -29,12 +30,17 @@ class MixtralOffload(OffloadPolicy):
         n_prefetch: most guessed experts queued per layer, highest predicted count first
             (default null = every expert the prediction names; the paper loads the top guesses
             of the next layer's gate, i.e. top-k).
+        next_layer_accuracy: accuracy of the guess when the trace records none (the executor
+            reads this attribute to synthesise ``next_pred``); default 0.85, the middle of the
+            ">80-90% correct prefetch" a secondary summary of the report gives (peers.md; the
+            repository lists speculative loading as not yet released).
     """
 
     speculative = False
 
-    def __init__(self, n_prefetch: int | None = None):
+    def __init__(self, n_prefetch: int | None = None, next_layer_accuracy: float = 0.85):
         self.n_prefetch = n_prefetch
+        self.next_layer_accuracy = next_layer_accuracy
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
@@ -44,7 +50,8 @@ class MixtralOffload(OffloadPolicy):
         self.current = 0
 
     def initial_residency(self) -> list[tuple[int, int]]:
-        return [(l, e) for l in range(self.ctx.n_layers) for e in range(int(self.quota[l]))]
+        E = self.ctx.n_experts
+        return [(l, e) for l in range(self.ctx.n_layers) for e in range(E - int(self.quota[l]), E)]
 
     def on_layer_start(self, layer: int, cache) -> None:
         self.current = layer

@@ -36,3 +36,11 @@ class StampLRU:
         if not mask_row.any():
             return None
         return int(np.argmin(np.where(mask_row, self.stamp[layer], _NEVER_OLDEST)))
+
+    def oldest_n(self, mask: np.ndarray, n: int) -> np.ndarray:
+        """The ``n`` least recently used (layer, expert) under ``mask`` as rows of an [n, 2] array,
+        in eviction order: the same sequence as ``n`` calls of :meth:`oldest`, each removing its
+        answer from the mask."""
+        cand = np.flatnonzero(mask)
+        order = cand[np.argsort(self.stamp.ravel()[cand], kind="stable")][:max(0, n)]
+        return np.stack(np.divmod(order, self.stamp.shape[1]), axis=1)

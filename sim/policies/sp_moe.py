@@ -31,12 +31,16 @@ class SPMoE(OffloadPolicy):
 
     Parameters:
         cutoff_layer: a fixed cutoff instead of the derived one (default null = derived).
+        draft_accuracy: accuracy of the draft-based prediction when the trace records none (the
+            executor reads this attribute to synthesise ``draft_pred``); default 0.88, SP-MoE's
+            top-1 expert prediction accuracy of about 88-89% (paper notes section 8, via S3).
     """
 
     speculative = True
 
-    def __init__(self, cutoff_layer: int | None = None):
+    def __init__(self, cutoff_layer: int | None = None, draft_accuracy: float = 0.88):
         self.cutoff_layer = cutoff_layer
+        self.draft_accuracy = draft_accuracy
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
@@ -44,7 +48,7 @@ class SPMoE(OffloadPolicy):
         self.queue = PrefetchQueue()
         self.protect = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
         self.current = -1
-        self.last_cutoff = 0
+        self._cutoffs: list[int] = []
 
     def cutoff(self, pred: np.ndarray, cache) -> int:
         """The cutoff layer for this step's prediction (see the class docstring)."""
@@ -67,8 +71,9 @@ class SPMoE(OffloadPolicy):
             return
         pred = np.asarray(signals.draft_pred)
         self.protect = pred > 0
-        self.last_cutoff = self.cutoff(pred, cache)
-        for layer in range(self.last_cutoff):
+        cut = self.cutoff(pred, cache)
+        self._cutoffs.append(cut)
+        for layer in range(cut):
             want = requested(pred[layer])
             for e in want[np.lexsort((want, -pred[layer][want]))]:
                 if not cache.present(layer, int(e)):
@@ -100,4 +105,5 @@ class SPMoE(OffloadPolicy):
         self.lru.touch(layer, expert)
 
     def metrics(self) -> dict[str, float]:
-        return {**super().metrics(), "last_cutoff_layer": float(self.last_cutoff)}
+        mean = float(np.mean(self._cutoffs)) if self._cutoffs else float("nan")
+        return {**super().metrics(), "mean_cutoff_layer": mean}

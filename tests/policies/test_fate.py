@@ -99,3 +99,10 @@ def test_fate_prefetches_the_predicted_next_layer_and_drops_stale_entries():
     pol.on_layer_start(1, d.cache)
     assert pol.next_transfer(d.cache) is None           # (1, 4) was for layer 1: stale now
     assert not pol.speculative
+
+
+def test_fate_without_prediction_only_fetches_on_demand():
+    rng = np.random.default_rng(1)
+    seq = np.array([[onehot(6, *rng.choice(6, 2, replace=False)) for _ in range(3)] for _ in range(15)])
+    d = Driver(make_policy("fate"), context(L=3, E=6, k=2, slots=7), prefetch_budget=3).run(seq)
+    assert d.prefetches == 0 and d.cpu == 0 and d.fetches > 0

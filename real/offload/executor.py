@@ -1,0 +1,270 @@
+"""The live executor: the simulator's protocol points, slots and transfers on real hardware.
+
+:class:`OffloadExecutor` is to :mod:`real` what :class:`sim.engine.Engine` is to :mod:`sim`: it
+owns time (threads, streams), mutates the :class:`sim.expert_cache.ExpertCache`, and asks the
+policy at the same points in the same order:
+
+* step start (the draft phase begins): ``on_step_start``, wake the copy engine, and with a
+  blocking policy (``overlap = False``, or ``sync=true``) move every queued prefetch now;
+* each MoE layer of the verify forward: pin + ``on_layer_start`` (pre-hook on the decoder layer),
+  ``place`` after the router with the window's per-expert counts, dispatch and compute
+  (:mod:`real.offload.layer`), unpin + ``on_layer_end``, wake, and drain when blocking;
+* the copy engine, whenever idle, asks for ``next_transfer``; a transfer that finds no free slot
+  asks for a ``victim``; a landed copy calls ``on_transfer_done``.
+
+Slot reservation, eviction and landing follow ``Engine._reserve``, ``start_prefetch``,
+``transfer_landed`` and ``_drain`` line by line. Policy calls and cache changes happen under one
+lock (the copy engine's thread calls the policy too), so the policy always sees a consistent
+cache. The prompt's prefill and the final forward run "bypass": experts straight from host
+weights, no policy, nothing counted (the simulator does not model them either).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import torch
+
+from real.offload import layer as layer_run
+from real.offload.copier import DEMAND, PREFETCH, STREAM, CopyEngine, Faults, Transfer
+from real.offload.cpu_tier import CpuTier
+from real.offload.signals import RealSignals
+from real.offload.slots import SlotPool
+from real.offload.timed_policy import TimedPolicy
+from sim.expert_cache import ExpertCache
+from sim.metrics import Counters
+
+MAX_PREFETCH_TRIES = 256  # as sim.engine
+
+
+class OffloadExecutor:
+    """Offloaded execution of one model's experts (``host``) on ``device`` for one policy at a time.
+
+    ``acts[l]`` / ``gates[l]`` are MoE layer ``l``'s activation and router modules. Call
+    :meth:`begin` before each prompt and :meth:`finish` after it; the decoder
+    (:mod:`real.offload.decoder`) calls the protocol points.
+    """
+
+    def __init__(self, host, acts: list, gates: list, device: torch.device, cpu_workers: int = 1,
+                 faults: Faults | None = None):
+        self.host, self.acts, self.gates, self.device = host, acts, gates, torch.device(device)
+        self.cpu = CpuTier(cpu_workers)
+        self.faults = faults or Faults()
+        self.lock = threading.RLock()
+        self.pool: SlotPool | None = None
+        self.copier: CopyEngine | None = None
+        self.active = False      # a verify forward is running: the policy decides
+        self.decoding = False
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def begin(self, policy, ctx, sync: bool = False) -> None:
+        """Fresh cache, slots and counters for one prompt; ``policy.reset`` and its initial residency."""
+        if ctx.n_layers != self.host.n_layers or ctx.n_experts != self.host.n_experts:
+            raise ValueError(f"context has {ctx.n_layers}x{ctx.n_experts} experts, the model "
+                             f"{self.host.n_layers}x{self.host.n_experts}")
+        self._new_pool(ctx.n_slots)
+        self.policy = TimedPolicy(policy)
+        if sync:
+            self.policy.overlap = False
+        self.overlap = bool(getattr(policy, "overlap", True))
+        self.cache = ExpertCache(ctx.n_layers, ctx.n_experts, ctx.n_slots)
+        self.c, self.failed, self.wait_s = Counters(), 0, 0.0
+        self.prefetched = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
+        self.n_prefetched_flags = 0
+        self.jobs: dict[tuple[int, int], Transfer] = {}
+        self.policy_s: list[float] = []
+        self.last_window = self.window = None
+        self.cpu.busy_s = 0.0
+        with self.lock:
+            self.policy.reset(ctx, self.cache)
+            self._load_initial(self.policy.initial_residency())
+        self.policy.take()
+        self.copier.prefetch_enabled = self.overlap
+        self.active = self.decoding = False
+
+    def _new_pool(self, n_slots: int) -> None:
+        if self.copier is not None:
+            self.pause()
+        if self.pool is not None and self.pool.n_slots == n_slots:
+            self.pool.clear()
+            return
+        if self.copier is not None:
+            self.copier.close()
+        self.pool = SlotPool(n_slots, self.host.expert_shapes, self.host.dtype, self.device)
+        self.copier = CopyEngine(self.host, self.pool, self.start_prefetch, self.transfer_landed, self.faults)
+
+    def _load_initial(self, experts) -> None:
+        """Static placement before decoding: copied now, costing no decode time (as in the simulator)."""
+        for layer, expert in experts:
+            layer, expert = int(layer), int(expert)
+            self.cache.load(layer, expert)
+            slot = self.pool.take((layer, expert))
+            for dst, src in zip(self.pool.buffers(("slot", slot)), self.host.expert(layer, expert)):
+                dst.copy_(src, non_blocking=True)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def pause(self) -> None:
+        """Stop prefetching and wait until every transfer in flight has landed."""
+        self.copier.prefetch_enabled = False
+        while not (self.copier.idle() and not self.jobs):
+            self.copier.raise_error()
+            time.sleep(0.0005)
+
+    def finish(self) -> Counters:
+        """End of a prompt: transfers settle; the counters (``gpu_busy_s`` estimated, see below)."""
+        self.pause()
+        self.decoding = False
+        c = self.c
+        c.decode_s = float(sum(c.step_s))
+        c.cpu_busy_s = self.cpu.busy_s
+        # The device is taken as busy whenever the host is not blocked on the CPU tier or a
+        # transfer (an estimate: kernels are asynchronous; exact busy time needs a profiler).
+        c.gpu_busy_s = max(0.0, c.decode_s - self.wait_s)
+        return c
+
+    def close(self) -> None:
+        if self.copier is not None:
+            self.copier.close()
+        self.cpu.close()
+
+    # --- protocol points (main thread) -----------------------------------------------------------
+    def step_start(self, step: int) -> None:
+        """The draft phase of ``step`` begins."""
+        self.decoding = True
+        E = self.host.n_experts
+        with self.lock:
+            self.signals = RealSignals(self.gates, E, self.last_window)
+            self.window = np.zeros((self.host.n_layers, E), dtype=np.int64)
+            self.policy.on_step_start(step, self.signals, self.cache)
+        self.copier.wake()
+        if not self.overlap:
+            self.drain()
+
+    def step_end(self, seconds: float, produced: int) -> None:
+        """Step bookkeeping (wall time, tokens, the policy's share)."""
+        self.c.step_s.append(seconds)
+        self.c.tokens += produced
+        self.c.steps += 1
+        self.last_window = self.window
+        with self.lock:
+            self.policy_s.append(self.policy.take())
+
+    def layer_start(self, layer: int) -> None:
+        """Pre-hook of MoE layer ``layer`` (before its attention): pin and ``on_layer_start``."""
+        if not self.active:
+            return
+        self._t_layer = time.perf_counter()
+        with self.lock:
+            self.cache.pinned[layer] = True
+            self.policy.on_layer_start(layer, self.cache)
+
+    def experts_forward(self, layer: int, module, hidden, top_k_index, top_k_weights):
+        """The ``slot_offload`` experts implementation of MoE layer ``layer``."""
+        if not self.active:
+            return layer_run.bypass(self, layer, module, hidden, top_k_index, top_k_weights)
+        return layer_run.run(self, layer, module, hidden, top_k_index, top_k_weights)
+
+    def layer_end(self, layer: int, counts: np.ndarray) -> None:
+        """After the layer's experts joined: unpin, ``on_layer_end``, wake, drain when blocking."""
+        self.window[layer] = counts
+        with self.lock:
+            self.cache.pinned[layer] = False
+            self.policy.on_layer_end(layer, counts, self.cache)
+        self.copier.wake()
+        if not self.overlap:
+            self.drain()
+        self.c.layer_s.append(time.perf_counter() - self._t_layer)
+
+    # --- slots and transfers (Engine._reserve, start_prefetch, transfer_landed, _drain) -------------
+    def reserve(self, layer: int, expert: int) -> bool:
+        """Reserve a slot for (layer, expert), evicting the policy's victim if none is free (locked)."""
+        cache = self.cache
+        if cache.n_free <= 0:
+            victim = self.policy.victim(layer, expert, cache)
+            if victim is None:
+                return False
+            vl, ve = int(victim[0]), int(victim[1])
+            cache.evict(vl, ve)
+            self.pool.release((vl, ve))
+            if self.prefetched[vl, ve]:
+                self.prefetched[vl, ve] = False
+                self.n_prefetched_flags -= 1
+            self.c.evictions += 1
+        cache.begin(layer, expert)
+        self.pool.take((layer, expert))
+        return True
+
+    def transfer(self, layer: int, expert: int, kind: str) -> Transfer:
+        """A copy into (layer, expert)'s reserved slot, registered as in flight (locked)."""
+        where = ("slot", self.pool.slot((layer, expert)))
+        job = Transfer(layer, expert, kind, where, guard=self.pool.guard(where))
+        self.jobs[(layer, expert)] = job
+        return job
+
+    def stream(self, layer: int, expert: int) -> Transfer:
+        """A copy into a staging buffer for a STREAM placement (no slot; locked)."""
+        where = ("stage", self.pool.acquire_stage())
+        return Transfer(layer, expert, STREAM, where, guard=self.pool.guard(where))
+
+    def start_prefetch(self) -> Transfer | None:
+        """The link is idle: the policy's next valid prefetch, its slot reserved, or None."""
+        with self.lock:
+            cache = self.cache
+            for _ in range(MAX_PREFETCH_TRIES):
+                item = self.policy.next_transfer(cache)
+                if item is None:
+                    return None
+                layer, expert = int(item[0]), int(item[1])
+                if cache.present(layer, expert) or not self.reserve(layer, expert):
+                    continue
+                return self.transfer(layer, expert, PREFETCH)
+            return None
+
+    def transfer_landed(self, job: Transfer) -> None:
+        """Called by the copy engine after every copy (failed copies free their slot)."""
+        with self.lock:
+            c, key = self.c, (job.layer, job.expert)
+            c.pcie_busy_s += job.seconds
+            if job.kind != STREAM:
+                self.jobs.pop(key, None)
+            if not job.ok:
+                self.failed += 1
+                if job.kind != STREAM:
+                    self.cache.cancel(*key)
+                    self.pool.release(key)
+                return
+            c.pcie_bytes += self.host.expert_bytes
+            if job.kind == STREAM:
+                c.streams += 1
+                return
+            self.cache.land(*key)
+            if job.kind == PREFETCH:
+                c.prefetches += 1
+                self.prefetched[key] = True
+                self.n_prefetched_flags += 1
+            else:
+                c.demand_fetches += 1
+            self.policy.on_transfer_done(job.layer, job.expert, self.cache)
+
+    def drain(self) -> None:
+        """Blocking prefetch (``overlap = False``): move every queued expert now, one after another."""
+        while True:
+            job = self.start_prefetch()
+            if job is None:
+                return
+            self.copier.submit(job)
+            self.copier.wait(job)
+
+    def submit_demand(self, layer: int, expert: int) -> Transfer:
+        """Start a demand fetch into the slot just reserved (locked)."""
+        job = self.transfer(layer, expert, DEMAND)
+        self.copier.submit(job)
+        return job
+
+    def wait(self, job: Transfer) -> None:
+        """Block on a transfer; the time counts as the device waiting."""
+        t0 = time.perf_counter()
+        self.copier.wait(job)
+        self.wait_s += time.perf_counter() - t0

@@ -44,6 +44,7 @@ class HardwareSpec:
     layer_sync_us: float
     step_overhead_us: float
     reserved_gib: float
+    workspace_gib: float = 4.4  # engine compute buffers + allocator slack (see conf/hardware)
     tables: dict | None = None  # measured cost tables written by `python -m real profile`
 
 

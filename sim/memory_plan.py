@@ -11,10 +11,6 @@ from dataclasses import dataclass
 from sim.config import ConfigError, DraftSpec, HardwareSpec, ModelSpec
 
 GIB = 2 ** 30
-# Compute buffers and allocator slack of an offloading engine at 4096 context. The one published
-# memory figure for the paper's machine is an out-of-memory error near cache_ratio 0.21 with the
-# Qwen3-4B-FP8 draft (MoE-SpAc notes S1); 4.4 GiB of workspace reproduces it with the sizes below.
-DEFAULT_WORKSPACE_GIB = 4.4
 
 
 @dataclass(frozen=True)
@@ -52,12 +48,12 @@ class MemoryPlan:
 
 
 def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_ratio: float,
-                context: int = 4096, workspace_gib: float = DEFAULT_WORKSPACE_GIB,
-                check: bool = True) -> MemoryPlan:
+                context: int = 4096, check: bool = True) -> MemoryPlan:
     """Turn ``cache_ratio`` into slots and check that everything fits in VRAM.
 
-    ``context`` is the KV-cache length reserved for target and draft. With ``check=False`` an
-    over-full plan is returned anyway (for what-if tables).
+    ``context`` is the KV-cache length reserved for target and draft; the workspace (compute
+    buffers, allocator slack) is the machine's ``workspace_gib``. With ``check=False`` an over-full
+    plan is returned anyway (for what-if tables).
     """
     if not 0.0 <= cache_ratio <= 1.0:
         raise ConfigError(f"cache_ratio must lie in 0..1, got {cache_ratio}")
@@ -68,11 +64,15 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
         non_expert=model.non_expert_params * model.bytes_per_param,
         draft=draft.weight_bytes,
         kv=context * (model.kv_bytes_per_token + draft.kv_bytes_per_token),
-        workspace=workspace_gib * GIB,
+        workspace=hw.workspace_gib * GIB,
         expert_bytes=model.expert_bytes,
         n_experts_total=total,
         n_slots=int(round(cache_ratio * total)),
     )
+    if check and plan.free_for_experts < 0:
+        raise ConfigError(
+            f"{model.name} + draft {draft.name} do not fit on {hw.name} even without expert slots: "
+            f"{-plan.free_for_experts / GIB:.2f} GiB missing. {plan.summary()}")
     if check and plan.n_slots > plan.max_slots:
         need = (plan.n_slots - plan.max_slots) * plan.expert_bytes
         raise ConfigError(

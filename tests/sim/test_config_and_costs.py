@@ -72,3 +72,10 @@ def test_paper_machine_fits_017_and_fails_near_021():
 def test_memory_plan_rejects_out_of_range_ratio():
     with pytest.raises(ConfigError, match="cache_ratio must lie in 0..1"):
         plan_memory(HW, M, D, 1.5)
+
+
+def test_a_model_that_does_not_fit_even_without_slots_fails():
+    laptop = config.hardware("laptop_rtx4060_pcie4")
+    with pytest.raises(ConfigError, match="do not fit on laptop_rtx4060_pcie4 even without expert slots"):
+        plan_memory(laptop, M, D, 0.0)
+    assert plan_memory(laptop, M, config.draft("qwen3_0_6b"), 0.03).n_slots == round(0.03 * 6144)

@@ -111,6 +111,7 @@ class Engine:
         signals.layer = layer
         placement = self.policy.place(layer, counts, signals, cache)
         gpu_now, cpu_t, waits = self._dispatch(s, layer, placement)
+        self.link.wake()  # place() may have queued prefetches (next-layer predictions)
         t1 = env.now
         if waits:
             if gpu_now:

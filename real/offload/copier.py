@@ -128,19 +128,23 @@ class CopyEngine:
         if self.cuda:
             torch.cuda.set_device(self.pool.device)
         try:
-            while True:
-                job = self._next()
-                if job is _CLOSED:
-                    return
-                if job is not None:
-                    self._copy(job)
-                    self.landed(job)
-                    job.done.set()
-                with self.cond:
-                    self.busy = False
-                    self._woken = self._woken or job is not None   # the link asks again when it frees up
+            with torch.inference_mode():   # buffers may be inference tensors (allocated mid-decode)
+                self._loop()
         except BaseException as exc:   # surfaced on the executor's thread by wait()/raise_error()
             self.error = exc
+
+    def _loop(self) -> None:
+        while True:
+            job = self._next()
+            if job is _CLOSED:
+                return
+            if job is not None:
+                self._copy(job)
+                self.landed(job)
+                job.done.set()
+            with self.cond:
+                self.busy = False
+                self._woken = self._woken or job is not None   # the link asks again when it frees up
 
     def _copy(self, job: Transfer) -> None:
         t0 = time.perf_counter()

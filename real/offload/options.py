@@ -56,6 +56,7 @@ class RunOptions(ModelOptions):
     cpu_workers: int = 1
     fail_every: int = 0                  # fault injection: every N-th transfer fails
     delay_ms: float = 0.0                # fault injection: every transfer is delayed
+    warmup: int = 8                      # tokens of a discarded warm-up decode (0: none)
     experiment: str = "real"
     out: str | None = None
     quiet: bool = False
@@ -68,6 +69,7 @@ class ValidateOptions(RunOptions):
     policies: str = "moespac,llamacpp_sd"
     run: str | None = None               # an existing `real run` output folder to replay instead
     out: str | None = "out/validate"
+    sim_hardware: str | None = None      # the simulator's hardware (default: the real run's)
 
 
 @dataclass

@@ -31,6 +31,8 @@ class MoEInfinity(OffloadPolicy):
 
     speculative = False
 
+    needs_profile = True
+
     def __init__(self, use_profile: bool = True):
         self.use_profile = use_profile
 

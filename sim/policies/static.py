@@ -79,6 +79,7 @@ class Fiddler(OffloadPolicy):
     """
 
     speculative = False
+    needs_profile = True
 
     def __init__(self, fetch_slots: int = 1):
         self.fetch_slots = fetch_slots
@@ -132,6 +133,7 @@ class KTransformers(Policy):
     """
 
     speculative = False
+    needs_profile = True
 
     def __init__(self, cpu_speedup: float = 1.25):
         self.cpu_speedup = cpu_speedup

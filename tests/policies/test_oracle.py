@@ -97,7 +97,7 @@ def _random_configs(n, seed=2024):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg", list(_random_configs(5)), ids=lambda c: f"{c['workload']}-{c['cache_ratio']:.2f}")
+@pytest.mark.parametrize("cfg", list(_random_configs(8)), ids=lambda c: f"{c['workload']}-{c['cache_ratio']:.2f}")
 def test_no_policy_beats_the_oracle_on_small_seeded_runs(cfg):
     """Each registered policy against the oracle of its own decoding mode (SD: oracle, AR:
     oracle_ar), same trace, machine and budget; kTransformers with its CPU speedup set to 1 so

@@ -1,0 +1,125 @@
+"""``python -m real validate``: the real engine and the simulator on the same traces, diff table.
+
+As LLMServingSim's ``bench validate``: the same workload runs for real (``python -m real run``,
+which records its trace) and is then replayed by the simulator with the same model, draft,
+policy, gamma, cache ratio and hardware spec (ideally one measured by ``python -m real
+profile``); each metric is computed the same way on both sides and printed with its diff,
+``(sim - real) / real``. With ``sync=true`` the decision counts must also agree exactly.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from real.offload.replay import count_differences, replay
+from sim.metrics import Counters
+
+METRICS = (("Throughput (tok/s)", "tps", 1.0), ("Step mean (ms)", "step_ms_mean", 1.0),
+           ("Step P50 (ms)", "step_ms_p50", 1.0), ("Step P90 (ms)", "step_ms_p90", 1.0),
+           ("Step P99 (ms)", "step_ms_p99", 1.0), ("Hit rate (%)", "hit_rate", 100.0),
+           ("Transfers", "n_transfers", 1.0), ("CPU share (%)", "cpu_expert_share", 100.0))
+
+
+@dataclass
+class PolicyValidation:
+    """Real and simulated totals of one policy over the same traces."""
+
+    policy: str
+    real: Counters
+    sim: Counters
+    n_traces: int
+    real_rows: list = field(default_factory=list)
+    sim_rows: list = field(default_factory=list)
+
+    def table(self) -> list[tuple[str, float, float, float]]:
+        """``(metric, real, sim, diff %)`` rows."""
+        r, s = self.real.row(), self.sim.row()
+        out = []
+        for label, key, scale in METRICS:
+            a, b = scale * r[key], scale * s[key]
+            out.append((label, a, b, 100.0 * (b - a) / a if a else float("nan")))
+        return out
+
+
+def real_counters(trace) -> Counters:
+    """The real run's counters stored in its trace's metadata."""
+    return Counters(**trace.meta["real"]["counters"])
+
+
+def add(counters: list[Counters]) -> Counters:
+    out = Counters()
+    for c in counters:
+        for name, value in vars(c).items():
+            setattr(out, name, getattr(out, name) + value)
+    return out
+
+
+def validate_traces(traces: list, policy: str, hardware: dict | None, sync: bool | None) -> PolicyValidation:
+    """Replay every trace of one policy's real run in the simulator and pair the totals."""
+    sims = [replay(t, policy=policy, sync=sync, hardware=hardware) for t in traces]
+    return PolicyValidation(policy, add([real_counters(t) for t in traces]), add([s.engine.c for s in sims]),
+                            len(traces), sim_rows=[s.row for s in sims])
+
+
+def format_table(v: PolicyValidation, sync: bool) -> str:
+    lines = [f"policy {v.policy}: {v.n_traces} trace(s), {v.real.tokens} tokens, {v.real.steps} steps",
+             f"{'Metric':<22}{'Real':>12}{'Sim':>12}{'Diff%':>9}"]
+    lines += [f"{m:<22}{a:>12.3f}{b:>12.3f}{d:>8.1f}%" for m, a, b, d in v.table()]
+    if sync:
+        diff = count_differences(v.real, v.sim)
+        lines.append("decision counts (sync): identical" if not diff else f"decision counts (sync) DIFFER: {diff}")
+    return "\n".join(lines)
+
+
+def _traces_of(folder: Path) -> list:
+    from traces.io import list_traces, load_trace
+    return [load_trace(p) for p in list_traces(folder / "traces")]
+
+
+def validate(opts) -> list[PolicyValidation]:
+    """Run (or load, with ``run=DIR``) the real side per policy, replay it, print and write the table."""
+    from real.offload.run import load_hardware, run
+    out = Path(opts.out) if opts.out else None
+    sim_hw = load_hardware(opts.sim_hardware) if opts.sim_hardware else None
+    results = []
+    if opts.run:
+        traces = _traces_of(Path(opts.run))
+        results.append(validate_traces(traces, traces[0].meta["policy"], sim_hw, None))
+    else:
+        for policy in [p.strip() for p in opts.policies.split(",") if p.strip()]:
+            sub = replace(opts, policy=policy, out=str(out / policy) if out else None, quiet=True, check=False)
+            report = run(sub)
+            v = validate_traces(report.traces, policy, sim_hw, None)
+            v.real_rows = report.rows
+            results.append(v)
+    sync = bool(results and results[0].n_traces and opts.sync)
+    text = "\n\n".join(format_table(v, sync) for v in results)
+    print(text)
+    if out is not None:
+        write(out, results, text)
+    return results
+
+
+def write(out: Path, results: list[PolicyValidation], text: str) -> None:
+    """summary.txt (the tables), validation.csv (one row per policy and metric), results.parquet."""
+    from sim.results import RESULTS_FILE, append_rows
+    from traces.io import atomic_write_bytes
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "summary.txt", lambda f: f.write((text + "\n").encode()))
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["policy", "metric", "real", "sim", "diff_pct"])
+    for v in results:
+        for m, a, b, d in v.table():
+            w.writerow([v.policy, m, f"{a:.6g}", f"{b:.6g}", f"{d:.3f}" if np.isfinite(d) else "nan"])
+    atomic_write_bytes(out / "validation.csv", lambda f: f.write(buf.getvalue().encode()))
+    rows = [r for v in results for r in v.real_rows + v.sim_rows]
+    if rows:
+        path = out / RESULTS_FILE
+        if path.exists():
+            path.unlink()
+        append_rows(path, rows)

@@ -113,7 +113,15 @@ class Engine:
         gpu_now, cpu_t, waits = self._dispatch(s, layer, placement)
         self.link.wake()  # place() may have queued prefetches (next-layer predictions)
         t1 = env.now
-        if waits:
+        if waits and all(g > 0 for _, g in waits):
+            # every landing time is known (demand jobs queue behind the job on the link), so the
+            # GPU's in-order recurrence gives the layer's end without waiting event by event
+            gpu_end = t1 + gpu_now
+            for ev, g in waits:
+                gpu_end = max(gpu_end, ev.land_at) + g
+                gpu_now += g
+            yield env.timeout(max(gpu_end, t1 + cpu_t) - t1 + (self.sync_s if cpu_t > 0 else 0.0))
+        elif waits:
             if gpu_now:
                 yield env.timeout(gpu_now)
             for ev, g in waits:

@@ -23,6 +23,8 @@ class Link:
         self.landing: dict[tuple[int, int], simpy.Event] = {}
         self._idle: simpy.Event | None = None
         self.prefetch_enabled = True
+        self.busy_until = 0.0   # end of the job on the link (in the past when idle)
+        self.demand_tail = 0.0  # when the last queued demand job will land
         env.process(self._run())
 
     def wake(self) -> None:
@@ -35,8 +37,13 @@ class Link:
         return self.request_bulk(layer, (expert,), self.engine.transfer_s, stream)
 
     def request_bulk(self, layer: int, experts: tuple, duration: float, stream: bool = False) -> simpy.Event:
-        """Queue one demand copy of several experts of a layer (slots reserved); one landing event."""
+        """Queue one demand copy of several experts of a layer (slots reserved); one landing event.
+
+        The event's ``land_at`` is the time it will land: demand jobs run back to back, first
+        after the job now on the link (no preemption), so it is known when asked."""
         ev = self.env.event()
+        self.demand_tail = max(self.env.now, self.busy_until, self.demand_tail) + duration
+        ev.land_at = self.demand_tail
         self.demand.append((layer, experts, stream, ev, False, duration))
         if not stream:
             for e in experts:
@@ -63,13 +70,17 @@ class Link:
             layer, experts, stream, ev, prefetch, dur = job
             if prefetch:
                 self.landing[(layer, experts[0])] = ev
+                ev.land_at = env.now + dur
             start = env.now
+            self.busy_until = start + dur
             yield env.timeout(dur)
             self.busy_s += dur
             self.n_transfers += 1
             if not stream:
                 for e in experts:
                     del self.landing[(layer, e)]
+            if abs(env.now - ev.land_at) > 1e-9 * max(1.0, env.now):
+                raise RuntimeError(f"link: job L{layer}{experts} landed at {env.now}, expected {ev.land_at}")
             if len(experts) == 1:
                 eng.transfer_landed(layer, experts[0], stream, start, prefetch)
             else:

@@ -1,0 +1,53 @@
+"""``python -m real profile fast=true`` writes a hardware YAML that the simulator uses as is."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from omegaconf import OmegaConf  # noqa: E402
+
+from real.cli import main  # noqa: E402
+from sim import config  # noqa: E402
+from sim.cost_model import CostModel  # noqa: E402
+from sim.runner import run_one  # noqa: E402
+
+SMALL = ["synthetic=qwen3_30b_a3b", "layers=2", "draft_layers=1", "hidden=64", "moe_intermediate=32",
+         "vocab=512", "fast=true", "max_tokens=16", "gamma=4", "context=32"]
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hw") / "measured.yaml"
+    assert main(["profile", *SMALL, f"out={path}", "name=unit_cpu"]) == 0
+    return path
+
+
+def test_yaml_loads_into_the_cost_model(profiled):
+    data = OmegaConf.to_container(OmegaConf.load(profiled), resolve=True)
+    hw = config.hardware(data)
+    assert hw.name == "unit_cpu"
+    t = hw.tables
+    assert len(t["gpu_expert_us"]) == len(t["cpu_expert_us"]) == 17 and t["gpu_expert_us"][0] == 0.0
+    assert all(v > 0 for v in t["gpu_expert_us"][1:] + t["cpu_expert_us"][1:]) and t["transfer_us"] > 0
+    cost = CostModel(hw, config.model("qwen3_30b_a3b"), config.draft("qwen3_4b_fp8"))
+    assert cost.gpu_expert_table()[3] == pytest.approx(t["gpu_expert_us"][3] * 1e-6)
+    assert cost.cpu_expert_table()[16] == pytest.approx(t["cpu_expert_us"][16] * 1e-6)
+    assert cost.transfer_s() == pytest.approx(t["transfer_us"] * 1e-6)
+
+
+def test_yaml_states_date_machine_torch_and_cpu_labels(profiled):
+    text = profiled.read_text()
+    assert text.startswith("# Measured by `python -m real profile` on ")
+    assert "torch" in text.splitlines()[0] and "No CUDA device" in text
+    m = OmegaConf.load(profiled).tables.measured
+    assert m.date and m.machine and m.torch and m.device == "cpu" and m.gpu.startswith("none")
+    assert len(m.h2d_pinned_gbs) == len(m.h2d_bytes) == len(m.h2d_pageable_gbs)
+    assert m.draft_token_us > 0 and m.layer_us_without_experts > 0
+
+
+def test_simulator_runs_on_the_profiled_machine(profiled):
+    data = OmegaConf.to_container(OmegaConf.load(profiled), resolve=True)
+    row = run_one(policy="moespac", workload="gsm8k", hardware=data, gen_tokens=24, cache_ratio=0.1).row
+    assert row["hardware"] == "unit_cpu" and row["tps"] > 0

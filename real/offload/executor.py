@@ -47,7 +47,8 @@ class OffloadExecutor(TransferMixin):
 
     def __init__(self, host, acts: list, gates: list, device: torch.device, cpu_workers: int = 1,
                  faults: Faults | None = None):
-        self.host, self.acts, self.gates, self.device = host, acts, gates, torch.device(device)
+        from real.offload.models import normalize_device
+        self.host, self.acts, self.gates, self.device = host, acts, gates, normalize_device(device)
         self.cpu = CpuTier(cpu_workers)
         self.faults = faults or Faults()
         self.lock = threading.RLock()
@@ -81,6 +82,7 @@ class OffloadExecutor(TransferMixin):
         self.policy.take()
         self.copier.prefetch_enabled = self.overlap
         self.active = self.decoding = False
+        self.copier.wake()   # as the simulator's link, which asks for a prefetch as soon as it starts
 
     def _new_pool(self, n_slots: int) -> None:
         if self.copier is not None:

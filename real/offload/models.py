@@ -30,9 +30,17 @@ class LoadedModels:
     encode: object = None   # text -> ids, for text prompts (None: only tiny:N prompts)
 
 
+def normalize_device(name) -> torch.device:
+    """A torch device with its index (``cuda`` becomes ``cuda:<current>``: threads and streams need it)."""
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def load_models(opts) -> LoadedModels:
     """Build or load ``opts``' models (target on the host unless synthetic on a GPU)."""
-    device = torch.device(resolve_device(opts.device))
+    device = normalize_device(resolve_device(opts.device))
     precision = opts.dtype if opts.dtype != "auto" else ("float32" if device.type == "cpu" else "bfloat16")
     dtype = resolve_dtype(precision)
     if opts.synthetic:
@@ -59,6 +67,8 @@ def offload(models: LoadedModels, cpu_workers: int = 1, faults=None):
     from real.offload.experts_fn import install, moe_modules, take_model_experts
     host = take_model_experts(models.target, models.device)
     models.target.to(models.device)
+    if models.device.type == "cuda":
+        torch.cuda.empty_cache()   # the experts' device copies (synthetic models are built there) are gone
     _, experts, gates = moe_modules(models.target)
     executor = OffloadExecutor(host, [m.act_fn for m in experts], gates, models.device, cpu_workers, faults)
     install(models.target, executor)

@@ -48,7 +48,7 @@ def paper_section(t: pd.DataFrame) -> list[str]:
     view = view.rename(columns={"diff_pct": "diff %"})
     return ["## Published numbers vs simulated (Qwen3-30B-A3B)", "",
             "diff % = (simulated / published - 1) x 100. Grades: S secondary summary that read the paper, T "
-            "leaderboard rows scraped from its tables, D derived (reference/paper.md). SP-MoE and MoE-Infinity "
+            "leaderboard rows scraped from its tables, D derived (docs/sources.md). SP-MoE and MoE-Infinity "
             "averages are the mean of their four published benchmarks.", "",
             table(view, formats={"diff %": lambda v: pct(v, signed=True)})]
 
@@ -142,7 +142,7 @@ def dsv2_section(df: pd.DataFrame) -> list[str]:
                     "published gain": pub.value if pub else np.nan,
                     "published MoE-SpAc TPS (T/D)": getattr(paper.DSV2_MOESPAC_TPS.get(w), "value", np.nan)})
     view = pd.DataFrame(out).set_index("workload")
-    return head + [f"Rows: {s.note}. Published gains: S1 (reference/paper.md §6.3); the MoE-SpAc TPS column is a "
+    return head + [f"Rows: {s.note}. Published gains: S1 (docs/sources.md §6.3); the MoE-SpAc TPS column is a "
                    "speculative attribution of leaderboard rows.", "",
                    table(view, formats={"simulated gain": lambda v: pct(v), "published gain": lambda v: pct(v)})]
 

@@ -1,6 +1,6 @@
 """Model classes for the synthetic generator: shape and calibrated routing profile.
 
-Every number is either measured on real routing (``shared/reference/trace-stats.md``: gajsanders
+Every number is either measured on real routing (gajsanders
 Qwen3-30B-A3B, everett6 Qwen3-30B-A3B, Mario928 Mixtral-8x7B) or a stated assumption:
 
 * ``reuse_anchors``: (layer, next-token reuse) points of the per-layer reuse profile, linearly
@@ -10,12 +10,12 @@ Qwen3-30B-A3B, everett6 Qwen3-30B-A3B, Mario928 Mixtral-8x7B) or a stated assump
   non-uniformity ``1 - entropy`` likewise by ``(1 - preset entropy) / (1 - domain_entropy)``.
   Qwen3: the anchors measured by gajsanders (L0 7.9%, L6 56.2%, L7 59.7%, L18 55.6%, L19 54.0%,
   L30 54.0%, L31 57.7%, L47 20.6%) plus dips at L10-14, L24 and L38 where everett6's per-layer curve
-  is lowest, placed so that the mean is 42.7%. Mixtral: the per-layer table of trace-stats.md §2.
+  is lowest, placed so that the mean is 42.7%. Mixtral: per-layer statistics we computed on the Mario928/speculative-moe trace (docs/sources.md).
   DeepSeek-V2-Lite (no public per-token routing): Qwen3's shape at 85% of its height, because shared
   experts lower local routing consistency (Liang et al., arXiv 2505.16056); an assumption.
 * ``entropy_anchors``: (layer, normalized popularity entropy) shape; it is shifted so its mean is
   ``ref_entropy``. Qwen3: L0 87.5% (max), L18 74.0% (min), deeper layers flatter (everett6).
-  Mixtral: trace-stats.md §2. DeepSeek-V2-Lite: Qwen3's shape around 0.80, an assumption (64
+  Mixtral: the Mario928/speculative-moe trace (docs/sources.md). DeepSeek-V2-Lite: Qwen3's shape around 0.80, an assumption (64
   coarser experts, top-6; OLMoE's 64 experts measure 0.83-0.99).
 * ``ws_mult``, ``ws_weight``, ``ws_beta``: size (in multiples of k), share of fresh draws and
   popularity tilt of a segment's working set; ``chance_gain`` corrects the analytic chance-overlap

@@ -1,4 +1,4 @@
-"""Synthetic routing against the measured targets (trace-stats.md), and the real imports' statistics.
+"""Synthetic routing against the measured targets (docs/sources.md), and the real imports' statistics.
 
 Targets: Qwen3-30B-A3B (gajsanders/moe-trace, general prompts) next-token reuse 0.427, per-layer
 LRU hit 0.42/0.65/0.81 at 8/16/32 slots, per-layer reuse L0 7.9% ... L7 59.7% ... L47 20.6%;

@@ -27,7 +27,7 @@ DISPLAY = {
 MOESPAC = "moespac"
 SD_BASELINE = "llamacpp_sd"
 # The ten systems of the paper's Qwen3-30B-A3B table, in the paper's order of average TPS where
-# published (docs/sources.md §5-6), then the rest.
+# published (docs/sources.md), then the rest.
 PAPER_SYSTEMS = ("moespac", "llamacpp_sd", "llamacpp", "hybrimoe", "sp_moe", "moe_infinity",
                  "accelerate", "vllm", "mixtral_offload", "fate")
 # "Standard baselines": the nine systems of the paper's table other than MoE-SpAc.

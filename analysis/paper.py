@@ -1,6 +1,6 @@
 """The published numbers of MoE-SpAc (arXiv 2603.09983), each with its source and evidence grade.
 
-Grades follow docs/sources.md §0: P primary (the authors), S secondary (summaries that
+Grades follow docs/sources.md: P primary (the authors), S secondary (summaries that
 read the PDF), T tertiary (leaderboard rows scraped from the paper's tables), D derived by us.
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ class Published:
     grade: str
 
 
-_S1 = "S1 (structured summary of the paper; docs/sources.md §6.1)"
-_T1 = "T1 (wizwand leaderboard rows, 10-entry boards; docs/sources.md §6.2)"
+_S1 = "S1 (structured summary of the paper; docs/sources.md)"
+_T1 = "T1 (wizwand leaderboard rows, 10-entry boards; docs/sources.md)"
 
-# Average TPS over the seven benchmarks, Qwen3-30B-A3B on one RTX 4090 (docs/sources.md §6.1-6.2).
+# Average TPS over the seven benchmarks, Qwen3-30B-A3B on one RTX 4090 (docs/sources.md).
 AVG_TPS = {
     "moespac": Published(25.06, _S1, "S"),
     "llamacpp_sd": Published(17.66, _S1, "S"),
@@ -32,7 +32,7 @@ AVG_TPS = {
     "moe_infinity": Published(round((3.64 + 3.63 + 3.64 + 3.56) / 4, 3), _T1 + ", mean of 4 benchmarks", "T/D"),
 }
 
-# Per-benchmark TPS (Qwen3-30B-A3B), docs/sources.md §6.2. MoE-SpAc's CNN/DM row (50.17) is most likely
+# Per-benchmark TPS (Qwen3-30B-A3B), docs/sources.md. MoE-SpAc's CNN/DM row (50.17) is most likely
 # the DeepSeek-V2-Lite table and is left out here.
 PER_WORKLOAD_TPS = {
     ("moespac", "mt_bench"): Published(24.1, _T1, "T"),
@@ -52,18 +52,18 @@ PER_WORKLOAD_TPS = {
 SPEEDUP_OVER_SD = Published(1.42, "abstract (+42% over the SOTA SD baseline) [P]; 25.06/17.66 = 1.419 [S1]", "P")
 SPEEDUP_OVER_STANDARD = Published(4.04, "abstract: 4.04x average speedup over all standard baselines [P]", "P")
 HOT_PRECISION = Published(0.85, "S3: hot/cold prediction accuracy about 85% on MMLU-Pro, layer 47 "
-                                "(not corroborated; docs/sources.md §6.4)", "S")
+                                "(not corroborated; docs/sources.md)", "S")
 HOT_PRECISION_WORKLOAD = "mmlu_pro"
 HOT_PRECISION_LAYER = 47
 
-# DeepSeek-V2-Lite: MoE-SpAc's TPS gain over the strongest baseline per benchmark (docs/sources.md §6.3).
+# DeepSeek-V2-Lite: MoE-SpAc's TPS gain over the strongest baseline per benchmark (docs/sources.md).
 DSV2_GAIN = {
     "mt_bench": Published(0.53, "S1: +53.0% TPS on MT-Bench over the strongest baselines", "S"),
     "humaneval": Published(0.55, "S1: +55.0% TPS on HumanEval over the strongest baselines", "S"),
     "cnn_dm": Published(0.51, "S1: +51.0% TPS on CNN/DM over the strongest baselines", "S"),
 }
 # MoE-SpAc's DeepSeek-V2-Lite TPS, if the 3- and 6-entry and 13-entry boards are that table
-# (an inference of docs/sources.md §6.2, speculative).
+# (an inference of docs/sources.md, speculative).
 DSV2_MOESPAC_TPS = {
     "mt_bench": Published(47.1, _T1 + " (3-entry board; DS-V2-Lite inferred)", "T/D"),
     "humaneval": Published(47.26, _T1 + " (6-entry board; DS-V2-Lite inferred)", "T/D"),

@@ -142,7 +142,7 @@ def dsv2_section(df: pd.DataFrame) -> list[str]:
                     "published gain": pub.value if pub else np.nan,
                     "published MoE-SpAc TPS (T/D)": getattr(paper.DSV2_MOESPAC_TPS.get(w), "value", np.nan)})
     view = pd.DataFrame(out).set_index("workload")
-    return head + [f"Rows: {s.note}. Published gains: S1 (docs/sources.md §6.3); the MoE-SpAc TPS column is a "
+    return head + [f"Rows: {s.note}. Published gains: S1 (docs/sources.md); the MoE-SpAc TPS column is a "
                    "speculative attribution of leaderboard rows.", "",
                    table(view, formats={"simulated gain": lambda v: pct(v), "published gain": lambda v: pct(v)})]
 

@@ -92,6 +92,7 @@ class CopyEngine:
             self.cond.notify()
 
     def idle(self) -> bool:
+        """No transfer queued or being copied."""
         with self.cond:
             return not self.queue and not self.busy
 
@@ -102,10 +103,12 @@ class CopyEngine:
         self.raise_error()
 
     def raise_error(self) -> None:
+        """Re-raise, on the calling thread, an exception that stopped the worker."""
         if self.error is not None:
             raise RuntimeError(f"the copy engine failed: {self.error!r}") from self.error
 
     def close(self) -> None:
+        """Stop the worker after its current transfer."""
         with self.cond:
             self._closed = True
             self.cond.notify()

@@ -25,19 +25,23 @@ class CpuTier:
         self.busy_s = 0.0
         self._lock = threading.Lock()
 
-    def submit(self, expert: int, x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor, act,
-               weights: torch.Tensor) -> Future:
-        """Compute one expert; the future gives ``(expert, output, finished_at)``."""
-        return self.pool.submit(self._task, expert, x, gate_up, down, act, weights)
+    def submit(self, expert: int, inputs: tuple, rows: tuple, gate_up: torch.Tensor, down: torch.Tensor,
+               act) -> Future:
+        """Compute one expert on its rows ``(tok, pos)`` (numpy) of the host ``inputs = (hidden,
+        top_k_weights)``; the future gives ``(expert, output, finished_at)``."""
+        return self.pool.submit(self._task, expert, inputs, rows, gate_up, down, act)
 
-    def _task(self, expert, x, gate_up, down, act, weights):
+    def _task(self, expert, inputs, rows, gate_up, down, act):
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = expert_forward(x, gate_up, down, act, weights)
+            hidden, weights = inputs
+            tok, pos = (torch.from_numpy(r) for r in rows)
+            out = expert_forward(hidden[tok], gate_up, down, act, weights[tok, pos])
         t1 = time.perf_counter()
         with self._lock:
             self.busy_s += t1 - t0
         return expert, out, t1
 
     def close(self) -> None:
+        """Finish queued experts and stop the threads."""
         self.pool.shutdown(wait=True)

@@ -74,6 +74,7 @@ class OffloadedDecoder(SpeculativeDecoder):
 
     @property
     def observer(self) -> DecodeObserver:
+        """The executor's observer followed by the one set (e.g. a routing collector)."""
         return _Fanout(self.timer, self._user_observer)
 
     @observer.setter

@@ -126,6 +126,7 @@ class OffloadExecutor(TransferMixin):
         return c
 
     def close(self) -> None:
+        """Stop the copy engine and the CPU tier (end of the run)."""
         if self.copier is not None:
             self.copier.close()
         self.cpu.close()

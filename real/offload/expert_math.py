@@ -67,3 +67,26 @@ class LayerRouting:
     def rows(self, expert: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(pos, tok)`` index tensors of ``expert`` on the device given to :meth:`to_device`."""
         return self._device[expert]
+
+    def slot_order(self) -> np.ndarray:
+        """Row of ``cat(outputs in ascending expert order)`` holding token ``t``'s ``j``-th smallest
+        expert, at ``t * k + j``."""
+        T, k = self.index.shape
+        cat_rows = np.argsort(self.index.T.ravel(), kind="stable")   # (expert, pos, tok) order
+        pos, tok = np.divmod(cat_rows, T)
+        rank = np.argsort(np.argsort(self.index, axis=1, kind="stable"), axis=1, kind="stable")
+        order = np.empty(T * k, dtype=np.int64)
+        order[tok * k + rank[tok, pos]] = np.arange(T * k)
+        return order
+
+    def combine(self, outs: dict, like: torch.Tensor) -> torch.Tensor:
+        """The layer output: per token, its experts' contributions added to zero in ascending expert
+        order (each ``outs[e]`` holds ``e``'s rows in :meth:`rows` order)."""
+        T, k = self.index.shape
+        cat = torch.cat([outs[int(e)].to(like.dtype) for e in self.requested])
+        order = torch.from_numpy(self.slot_order()).to(like.device, non_blocking=False)
+        contrib = cat[order].view(T, k, -1)
+        final = torch.zeros_like(like)
+        for j in range(k):
+            final += contrib[:, j]
+        return final

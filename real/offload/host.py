@@ -29,14 +29,17 @@ class HostExperts:
 
     @property
     def n_layers(self) -> int:
+        """MoE layers."""
         return len(self.gate_up)
 
     @property
     def n_experts(self) -> int:
+        """Routed experts per layer."""
         return int(self.gate_up[0].shape[0])
 
     @property
     def dtype(self) -> torch.dtype:
+        """Dtype of the expert weights."""
         return self.gate_up[0].dtype
 
     @property

@@ -4,7 +4,7 @@
 executor's lock, then the CPU tier starts on the cold experts while the device computes the
 resident ones and, as their copies land, the fetched and streamed ones; a failed copy falls back
 to the CPU. The layer joins when both tiers are done, and the per-expert outputs are added in
-ascending expert order, as the eager reference does. :func:`bypass` (prefill, final forward,
+ascending expert order, as the eager reference does (:meth:`LayerRouting.combine`). :func:`bypass` (prefill, final forward,
 profiling pre-pass) computes every expert from host weights without asking the policy.
 """
 from __future__ import annotations
@@ -65,9 +65,7 @@ def _compute(ex, layer, hidden, routing, weights, plan) -> torch.Tensor:
     _tally(ex, t1, t_gpu, max((r[2] for r in results), default=None))
     for e, out, _ in results:
         outs[e] = out.to(hidden.device)
-    final = torch.zeros_like(hidden)
-    for e in sorted(outs):
-        final.index_add_(0, routing.rows(e)[1], outs[e].to(final.dtype))
+    final = routing.combine(outs, hidden)
     with ex.lock:
         pool.mark_used(used)
         for stage in plan.stages:
@@ -77,10 +75,8 @@ def _compute(ex, layer, hidden, routing, weights, plan) -> torch.Tensor:
 
 def _cpu_task(ex, layer, e, routing, host_in):
     pos, tok = routing.host_rows(e)
-    h, w = host_in
-    tok_t, pos_t = torch.from_numpy(tok), torch.from_numpy(pos)
     gate_up, down = ex.host.expert(layer, e)
-    return ex.cpu.submit(e, h[tok_t], gate_up, down, ex.acts[layer], w[tok_t, pos_t])
+    return ex.cpu.submit(e, host_in, (tok, pos), gate_up, down, ex.acts[layer])
 
 
 def _device_done(device: torch.device) -> float:
@@ -104,10 +100,9 @@ def bypass(ex, layer: int, module, hidden: torch.Tensor, top_k_index: torch.Tens
     """Every routed expert from host weights (copied to the device when it is not the CPU)."""
     routing = LayerRouting(top_k_index, ex.host.n_experts)
     routing.to_device(hidden.device)
-    final = torch.zeros_like(hidden)
+    outs = {}
     for e in routing.requested.tolist():
         gate_up, down = (t.to(hidden.device, non_blocking=True) for t in ex.host.expert(layer, e))
         pos, tok = routing.rows(e)
-        out = expert_forward(hidden[tok], gate_up, down, ex.acts[layer], top_k_weights[tok, pos])
-        final.index_add_(0, tok, out.to(final.dtype))
-    return final
+        outs[e] = expert_forward(hidden[tok], gate_up, down, ex.acts[layer], top_k_weights[tok, pos])
+    return routing.combine(outs, hidden)

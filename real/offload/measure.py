@@ -15,6 +15,7 @@ from real.offload.expert_math import expert_forward
 
 
 def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (no-op on the CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -51,7 +52,7 @@ def fit_link(sizes: list[int], seconds: list[float]) -> tuple[float, float]:
 
 def expert_table(gate_up: list, down: list, act, device: torch.device, max_tokens: int, reps: int,
                  dtype: torch.dtype) -> list[float]:
-    """Microseconds for one expert with n = 0..max_tokens tokens: gather, expert math, index_add.
+    """Microseconds for one expert with n = 0..max_tokens tokens: gathering its rows, its math.
 
     ``gate_up`` / ``down`` hold several distinct experts, used in turn so that caches do not hold
     the weights between calls (as in decoding, where each expert is read once per layer).
@@ -62,14 +63,35 @@ def expert_table(gate_up: list, down: list, act, device: torch.device, max_token
         x = torch.randn(max(n, 16), hidden, dtype=dtype, device=device)
         w = torch.rand(n, dtype=dtype, device=device)
         tok = torch.arange(n, device=device)
-        out = torch.zeros_like(x)
         state = {"i": 0}
 
         def one():
             i = state["i"] = (state["i"] + 1) % len(gate_up)
-            y = expert_forward(x[tok], gate_up[i], down[i], act, w)
-            out.index_add_(0, tok, y.to(out.dtype))
+            expert_forward(x[tok], gate_up[i], down[i], act, w)
         table.append(1e6 * timed(one, device, reps, inner=len(gate_up)))
+    return table
+
+
+def cpu_expert_table(gate_up: list, down: list, act, max_tokens: int, reps: int, dtype: torch.dtype,
+                     workers: int = 1) -> list[float]:
+    """Microseconds per expert on the CPU tier as the executor drives it: all of a layer's cold
+    experts submitted to the worker pool at once, the layer waiting for the last one."""
+    from real.offload.cpu_tier import CpuTier
+    tier = CpuTier(workers)
+    hidden = gate_up[0].shape[1]
+    table = [0.0]
+    try:
+        for n in range(1, max_tokens + 1):
+            inputs = (torch.randn(max(n, 16), hidden, dtype=dtype), torch.rand(max(n, 16), 1, dtype=dtype))
+            rows = (np.arange(n), np.zeros(n, dtype=np.int64))
+
+            def layer():
+                futures = [tier.submit(i, inputs, rows, g, d, act) for i, (g, d) in enumerate(zip(gate_up, down))]
+                for f in futures:
+                    f.result()
+            table.append(1e6 * timed(layer, torch.device("cpu"), reps) / len(gate_up))
+    finally:
+        tier.close()
     return table
 
 

@@ -79,12 +79,13 @@ class ProfileOptions(ModelOptions):
     synthetic: str | None = "qwen3_30b_a3b"
     layers: int | None = 2
     draft_layers: int | None = None
-    out: str = "conf/hardware/measured.yaml"
+    out: str = "out/profile/hardware.yaml"   # conf/hardware/<name>.yaml makes it a preset
     name: str | None = None
     fast: bool = False                   # few sizes and repetitions (tests)
     max_tokens: int = 16                 # expert tables for n = 0..max_tokens
     gamma: int = 8
     context: int = 256
+    cpu_workers: int = 1                 # as the run's CPU tier
 
 
 def parse(cls, args: list[str]):
@@ -108,4 +109,5 @@ def parse(cls, args: list[str]):
 
 
 def valid_keys(cls) -> str:
+    """The option names of ``cls``, comma-separated (for error messages and --help)."""
     return ", ".join(f.name for f in fields(cls))

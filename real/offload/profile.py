@@ -17,17 +17,24 @@ import datetime
 import os
 import platform
 
+import numpy as np
 import torch
 
 from real.offload import measure as M
+from real.offload.expert_math import LayerRouting
 
 KIB, MIB, GIB = 2 ** 10, 2 ** 20, 2 ** 30
 
 
 def _null_experts(self, hidden_states, top_k_index, top_k_weights):
-    """Experts that add nothing; the routing still goes to the host, as in the offloaded layer."""
-    top_k_index.to("cpu")
-    return torch.zeros_like(hidden_states)
+    """Experts whose outputs are zero: what remains is the offloaded layer's fixed work (routing
+    to the host, index rows to the device, combining the per-expert outputs)."""
+    routing = LayerRouting(top_k_index, self.num_experts)
+    routing.to_device(hidden_states.device)
+    zeros = hidden_states.new_zeros(top_k_index.numel(), hidden_states.shape[-1])
+    starts = [0] + np.cumsum(routing.counts[routing.requested].astype(np.int64)).tolist()
+    outs = {int(e): zeros[a:b] for e, a, b in zip(routing.requested.tolist(), starts[:-1], starts[1:])}
+    return routing.combine(outs, hidden_states)
 
 
 def _forward_s(model, device, n: int, context: int, reps: int) -> float:
@@ -68,7 +75,7 @@ def measure_all(opts) -> dict:
     models = load_models(opts)
     device, target = models.device, models.target
     dtype = next(target.parameters()).dtype
-    reps = 3 if opts.fast else 20
+    reps = 5 if opts.fast else 20
     host = take_model_experts(target, device)
     target.to(device)
     ALL_EXPERTS_FUNCTIONS.register("profile_null", _null_experts)
@@ -89,7 +96,7 @@ def measure_all(opts) -> dict:
         "h2d_pinned_s": pinned, "h2d_pageable_s": [M.h2d(s, device, False, reps) for s in sizes],
         "transfer_s": transfer, "expert_bytes": host.expert_bytes,
         "gpu_expert_us": M.expert_table(dg, dd, act, device, opts.max_tokens, reps, dtype),
-        "cpu_expert_us": M.expert_table(hg, hd, act, torch.device("cpu"), opts.max_tokens, reps, dtype),
+        "cpu_expert_us": M.cpu_expert_table(hg, hd, act, opts.max_tokens, reps, dtype, opts.cpu_workers),
         "gpu_bw_gbs": M.bandwidth(device, big, reps),
         "gpu_gemv_gbs": M.gemv_bandwidth(device, dtype, 4096 if not opts.fast else 512, host.expert_shapes[0][1], reps),
         "gpu_tflops": M.matmul_tflops(device, dtype, mm, reps),
@@ -139,6 +146,7 @@ def machine_names(device: torch.device) -> tuple[str, str]:
 
 
 def stamp() -> str:
+    """Local date and time, ISO 8601 with the UTC offset."""
     return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 

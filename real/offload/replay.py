@@ -9,6 +9,7 @@ attribute is set on the object :func:`run_one` builds (it builds the policy itse
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 from contextlib import contextmanager
 
@@ -23,7 +24,6 @@ COUNTS = ("requests", "hits", "gpu_execs", "cpu_execs", "demand_fetches", "prefe
 def takes_overlap(policy: str) -> bool:
     """Whether the preset's class accepts an ``overlap`` constructor argument."""
     module, cls = policy_preset(policy)["_target_"].rsplit(".", 1)
-    import importlib
     klass = getattr(importlib.import_module(module), cls)
     return "overlap" in inspect.signature(klass.__init__).parameters
 

@@ -66,34 +66,61 @@ def reference_tokens(models, prompts, opts) -> list[list[int]]:
             for _, ids in prompts]
 
 
-def run(opts) -> RunReport:
-    """Run ``opts`` (:class:`real.offload.options.RunOptions`); prints a summary unless quiet."""
+@dataclass
+class Prepared:
+    """Models offloaded once, their prompts and (with ``check``) the reference tokens: several
+    policies can run on one preparation (``validate`` does)."""
+
+    models: object
+    executor: object
+    prompts: list
+    reference: list | None
+
+    def close(self) -> None:
+        """Stop the executor's threads."""
+        self.executor.close()
+
+
+def prepare(opts) -> Prepared:
+    """Check the options, load and offload the models, read the prompts (and decode the reference)."""
     from real.offload.copier import Faults
     from real.offload.models import load_models, offload
-    from real.offload.session import OffloadSession
     from sim.policies import make_policy
-    hardware = load_hardware(opts.hardware)
+    load_hardware(opts.hardware)
     make_policy(opts.policy, **dict(opts.policy_args))   # a bad name or argument fails before loading
     if not 0.0 <= opts.cache_ratio <= 1.0:
         raise ValueError(f"cache_ratio must lie in 0..1, got {opts.cache_ratio}")
     models = load_models(opts)
     prompts = prompt_list(opts, models)
     reference = reference_tokens(models, prompts, opts) if opts.check else None
-    executor = offload(models, opts.cpu_workers, Faults(opts.fail_every, opts.delay_ms))
-    session = OffloadSession(models, executor, opts, hardware)
+    return Prepared(models, offload(models, opts.cpu_workers, Faults(opts.fail_every, opts.delay_ms)),
+                    prompts, reference)
+
+
+def run(opts, prepared: Prepared | None = None) -> RunReport:
+    """Run ``opts`` (:class:`real.offload.options.RunOptions`); prints a summary unless quiet.
+
+    With ``prepared`` (from :func:`prepare`) the models are reused and stay open; otherwise they
+    are loaded here and closed at the end.
+    """
+    from real.offload.session import OffloadSession
+    own = prepared is None
+    p = prepare(opts) if own else prepared
+    session = OffloadSession(p.models, p.executor, opts, load_hardware(opts.hardware))
     report = RunReport(out=Path(opts.out) if opts.out else None)
     try:
-        session.warm_up(prompts[0][1])
-        for i, (pid, ids) in enumerate(prompts):
+        session.warm_up(p.prompts[0][1])
+        for i, (pid, ids) in enumerate(p.prompts):
             row, counters, trace, tokens = session.run_prompt(pid, ids, i)
             report.rows.append(row)
             report.counters.append(counters)
             report.traces.append(trace)
             report.tokens.append(tokens)
-            if reference is not None and tokens != reference[i]:
-                report.mismatches.append((pid, _first_difference(tokens, reference[i])))
+            if p.reference is not None and tokens != p.reference[i]:
+                report.mismatches.append((pid, _first_difference(tokens, p.reference[i])))
     finally:
-        executor.close()
+        if own:
+            p.close()
     if report.out is not None:
         write(report, opts)
     if not opts.quiet:

@@ -85,6 +85,7 @@ class OffloadSession:
         with RouterRecorder(self.m.target, predict_next=False) as rec:
             trace, tokens = capture_trace(rec, decoder, ids, max_new, meta)
         c = self.ex.finish()
+        c.draft_s = decoder.timer.draft_s
         policy_s = float(np.sum(self.ex.policy_s))
         counts = {k: v for k, v in vars(c).items() if k != "layer_s"}
         trace.meta["real"] = {"counters": counts, "ttft_s": decoder.timer.ttft_s,
@@ -96,7 +97,6 @@ class OffloadSession:
     def _row(self, policy, ctx, gamma, c, trace, decoder, policy_s, wall) -> dict:
         from sim.config import hardware as hw_spec
         steps = max(1, c.steps)
-        c.draft_s = decoder.timer.draft_s
         row = {"experiment": self.opts.experiment, "policy": self.opts.policy, "model": self.model_spec["name"],
                "draft": self.draft_spec["name"] if gamma else "none", "hardware": hw_spec(self.hardware).name,
                "workload": self.opts.prompts, "cache_ratio": float(self.opts.cache_ratio), "gamma": gamma,

@@ -32,10 +32,12 @@ class RealSignals(Signals):
 
     @property
     def draft_pred(self) -> np.ndarray | None:
+        """``[L, E]`` counts of the previous verify window (None at the first step)."""
         return None if self._last is None else self._last.copy()
 
     @property
     def next_pred(self) -> np.ndarray | None:
+        """``[E]`` counts the next layer's router picks from this layer's input (None at the last layer)."""
         nxt = self.layer + 1
         if self._hidden is None or nxt >= len(self._gates):
             return None
@@ -45,6 +47,7 @@ class RealSignals(Signals):
 
     @property
     def router_scores(self) -> np.ndarray | None:
+        """``[E]`` mean top-k gate weight per expert over this layer's tokens."""
         if self._routing is None:
             return None
         idx = self._routing.index

@@ -46,6 +46,7 @@ class SlotPool:
         self.free.append(self.owner.pop(key))
 
     def slot(self, key: tuple[int, int]) -> int:
+        """The slot ``key`` owns."""
         return self.owner[key]
 
     def buffers(self, where: tuple[str, int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,6 +66,7 @@ class SlotPool:
         return self._stage_free.pop()
 
     def release_stage(self, i: int) -> None:
+        """Give staging buffer ``i`` back."""
         self._stage_free.append(i)
 
     # --- ordering against queued kernels (CUDA) ---------------------------------------------

@@ -44,6 +44,7 @@ class SyntheticSpec:
     seed: int = 0
 
     def name(self) -> str:
+        """The model name recorded in rows and traces (shape plus what was shrunk)."""
         parts = [f"synthetic:{self.shape}"] + [f"{k}{v}" for k, v in (
             ("L", self.layers), ("H", self.hidden), ("I", self.moe_intermediate), ("V", self.vocab)) if v]
         return ":".join(parts)
@@ -75,7 +76,7 @@ def build_synthetic(spec: SyntheticSpec, device: str = "cpu", dtype: torch.dtype
     t_cfg._experts_implementation = "eager"
     models = []
     for cfg, offset in ((t_cfg, 1), (d_cfg, 2)):
-        with torch.device(device):
+        with _no_init(), torch.device(device):   # every weight is drawn below: skip the library's init
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
         _fill(model.to(device), spec.seed * 1000 + offset)
         models.append(model.eval())
@@ -83,6 +84,16 @@ def build_synthetic(spec: SyntheticSpec, device: str = "cpu", dtype: torch.dtype
     for model in models:
         _calibrate(model, RESIDUAL_RATIO * spec.residual_gain, spec.seed)
     return models[0], models[1]
+
+
+def _no_init():
+    """transformers' context that skips weight initialisation (a no-op context if it is absent)."""
+    from contextlib import nullcontext
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:
+        return nullcontext()
+    return no_init_weights()
 
 
 def _generator(device: torch.device, seed: int) -> torch.Generator:

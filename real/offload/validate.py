@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from real.offload.replay import count_differences, replay
+from real.offload.run import total
+from sim.policies import make_policy
 from sim.metrics import Counters
 
 METRICS = (("Throughput (tok/s)", "tps", 1.0), ("Step mean (ms)", "step_ms_mean", 1.0),
@@ -50,22 +52,15 @@ def real_counters(trace) -> Counters:
     return Counters(**trace.meta["real"]["counters"])
 
 
-def add(counters: list[Counters]) -> Counters:
-    out = Counters()
-    for c in counters:
-        for name, value in vars(c).items():
-            setattr(out, name, getattr(out, name) + value)
-    return out
-
-
 def validate_traces(traces: list, policy: str, hardware: dict | None, sync: bool | None) -> PolicyValidation:
     """Replay every trace of one policy's real run in the simulator and pair the totals."""
     sims = [replay(t, policy=policy, sync=sync, hardware=hardware) for t in traces]
-    return PolicyValidation(policy, add([real_counters(t) for t in traces]), add([s.engine.c for s in sims]),
+    return PolicyValidation(policy, total([real_counters(t) for t in traces]), total([s.engine.c for s in sims]),
                             len(traces), sim_rows=[s.row for s in sims])
 
 
 def format_table(v: PolicyValidation, sync: bool) -> str:
+    """The diff table of one policy (and, in sync mode, the decision-count verdict)."""
     lines = [f"policy {v.policy}: {v.n_traces} trace(s), {v.real.tokens} tokens, {v.real.steps} steps",
              f"{'Metric':<22}{'Real':>12}{'Sim':>12}{'Diff%':>9}"]
     lines += [f"{m:<22}{a:>12.3f}{b:>12.3f}{d:>8.1f}%" for m, a, b, d in v.table()]
@@ -82,7 +77,7 @@ def _traces_of(folder: Path) -> list:
 
 def validate(opts) -> list[PolicyValidation]:
     """Run (or load, with ``run=DIR``) the real side per policy, replay it, print and write the table."""
-    from real.offload.run import load_hardware, run
+    from real.offload.run import load_hardware, prepare, run
     out = Path(opts.out) if opts.out else None
     sim_hw = load_hardware(opts.sim_hardware) if opts.sim_hardware else None
     results = []
@@ -90,12 +85,19 @@ def validate(opts) -> list[PolicyValidation]:
         traces = _traces_of(Path(opts.run))
         results.append(validate_traces(traces, traces[0].meta["policy"], sim_hw, None))
     else:
-        for policy in [p.strip() for p in opts.policies.split(",") if p.strip()]:
-            sub = replace(opts, policy=policy, out=str(out / policy) if out else None, quiet=True, check=False)
-            report = run(sub)
-            v = validate_traces(report.traces, policy, sim_hw, None)
-            v.real_rows = report.rows
-            results.append(v)
+        policies = [p.strip() for p in opts.policies.split(",") if p.strip()]
+        for policy in policies:
+            make_policy(policy)   # every name is checked before the models load
+        prepared = prepare(replace(opts, policy=policies[0], check=False))   # models built once
+        try:
+            for policy in policies:
+                sub = replace(opts, policy=policy, out=str(out / policy) if out else None, quiet=True, check=False)
+                report = run(sub, prepared)
+                v = validate_traces(report.traces, policy, sim_hw, None)
+                v.real_rows = report.rows
+                results.append(v)
+        finally:
+            prepared.close()
     sync = bool(results and results[0].n_traces and opts.sync)
     text = "\n\n".join(format_table(v, sync) for v in results)
     print(text)

@@ -69,20 +69,27 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
     host = HostExperts([torch.arange(24.0).reshape(2, 4, 3)], [torch.arange(12.0).reshape(2, 3, 2)])
     pool = SlotPool(3, host.expert_shapes, torch.float32, torch.device("cpu"))
     order, gate = [], threading.Event()
-    offered = [Transfer(0, 0, PREFETCH, ("slot", 0))]
+    offered = [Transfer(0, 0, PREFETCH, ("slot", 2))]
 
-    def next_prefetch():
-        gate.wait()
-        return offered.pop() if offered else None
-    engine = CopyEngine(host, pool, next_prefetch, lambda job: order.append(job.kind), Faults())
+    def landed(job):
+        order.append((job.kind, job.expert))
+        if len(order) == 1:
+            gate.wait()                     # the link is busy with the first demand...
+    engine = CopyEngine(host, pool, lambda: offered.pop() if offered else None, landed, Faults())
     try:
-        engine.wake()                       # the worker asks for a prefetch and blocks in the policy...
-        demand = Transfer(0, 1, DEMAND, ("slot", 1))
-        engine.submit(demand)               # ...a demand arrives meanwhile
+        first, second = Transfer(0, 1, DEMAND, ("slot", 0)), Transfer(0, 0, DEMAND, ("slot", 1))
+        engine.submit(first)
+        while not order:
+            pass
+        engine.wake()                       # ...a prefetch is wanted and a second demand arrives
+        engine.submit(second)
         gate.set()
-        engine.wait(demand)
-        assert torch.equal(pool.gate_up[1], host.gate_up[0][1]) and torch.equal(pool.down[1], host.down[0][1])
-        assert order[-1] == DEMAND
+        engine.wait(second)
+        while offered:
+            pass
+        engine.close()
+        assert order == [(DEMAND, 1), (DEMAND, 0), (PREFETCH, 0)]
+        assert torch.equal(pool.gate_up[0], host.gate_up[0][1]) and torch.equal(pool.down[1], host.down[0][0])
     finally:
         engine.close()
 

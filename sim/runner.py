@@ -76,11 +76,17 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
             hardware="rtx4090_pcie4", model="qwen3_30b_a3b", draft="qwen3_4b_fp8", gamma: int = 8,
             gen_tokens: int = 512, seed: int = 0, trace: str | Trace | None = None,
             acceptance: float | None = None, experiment: str = "adhoc", prompt_tokens: int = 256,
-            context: int = 4096, timeline: bool = False, policy_args: dict | None = None) -> RunResult:
-    """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row."""
+            context: int = 4096, timeline: bool = False, policy_args: dict | None = None,
+            overlap: bool | None = None) -> RunResult:
+    """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
+
+    ``overlap=False`` makes any policy prefetch blocking (its transfers finish before the step
+    goes on), the synchronous mode in which the real engine's decisions equal the simulator's."""
     wall = time.perf_counter()
     hw, m = config.hardware(hardware), config.model(model)
     pol = make_policy(policy, **(policy_args or {}))
+    if overlap is not None:
+        pol.overlap = overlap
     g = int(gamma) if pol.speculative else 0
     d = config.draft(draft if g > 0 else "none")
     plan = plan_memory(hw, m, d, cache_ratio, context)

@@ -3,43 +3,15 @@
 A trace written by ``python -m real run`` carries in its metadata the model, draft and hardware
 specs, cache ratio, gamma, seed and context the real run used, so the simulator rebuilds the same
 policy context (slots, cost table, profile, future) and replays the recorded verify windows.
-``sync=True`` replays with blocking prefetch (``overlap = False``), as the real run's ``sync=true``
-does. Presets whose constructor takes ``overlap`` get it as a policy argument; for the others the
-attribute is set on the object :func:`run_one` builds (it builds the policy itself).
+``sync=True`` replays with blocking prefetch (``run_one(overlap=False)``), as the real run's
+``sync=true`` does.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
-from contextlib import contextmanager
-
 from sim import runner
-from sim.policies import make_policy
-from sim.policies.registry import policy_preset
 
 COUNTS = ("requests", "hits", "gpu_execs", "cpu_execs", "demand_fetches", "prefetches", "streams",
           "evictions", "fallbacks", "prefetch_useful", "tokens", "steps")
-
-
-def takes_overlap(policy: str) -> bool:
-    """Whether the preset's class accepts an ``overlap`` constructor argument."""
-    module, cls = policy_preset(policy)["_target_"].rsplit(".", 1)
-    klass = getattr(importlib.import_module(module), cls)
-    return "overlap" in inspect.signature(klass.__init__).parameters
-
-
-@contextmanager
-def _blocking_policies():
-    """While active, policies built by ``run_one`` prefetch blocking (``overlap = False``)."""
-    def build(name, **overrides):
-        policy = make_policy(name, **overrides)
-        policy.overlap = False
-        return policy
-    saved, runner.make_policy = runner.make_policy, build
-    try:
-        yield
-    finally:
-        runner.make_policy = saved
 
 
 def replay(trace, policy: str | None = None, policy_args: dict | None = None, sync: bool | None = None,
@@ -49,22 +21,14 @@ def replay(trace, policy: str | None = None, policy_args: dict | None = None, sy
     policy = policy or meta["policy"]
     sync = meta["sync"] if sync is None else sync
     args = dict(policy_args or {})
-    patch = False
-    if sync:
-        if takes_overlap(policy):
-            args["overlap"] = False
-        else:
-            patch = True
     gen = trace.n_tokens - 1    # tokens produced by the verify steps (the first came from the prefill)
     prompt = meta["prompt_tokens"] + meta["ctx_gen_tokens"] // 2 - gen // 2   # same cost-table context
     kwargs = dict(policy=policy, trace=trace, hardware=hardware or meta["hardware_spec"],
                   model=meta["model_spec"], draft=meta["draft_spec"], gamma=meta["gamma"],
                   gen_tokens=gen, seed=meta["seed"], acceptance=0.7, experiment=experiment,
                   prompt_tokens=prompt, context=meta["context"], policy_args=args,
-                  workload=meta["workload"], cache_ratio=meta["cache_ratio"])
-    if patch:
-        with _blocking_policies():
-            return runner.run_one(**kwargs)
+                  workload=meta["workload"], cache_ratio=meta["cache_ratio"],
+                  overlap=False if sync else None)
     return runner.run_one(**kwargs)
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
+from sim.accounting import PrefetchTracker, tally_requests
 from sim.cost_model import CostModel
 from sim.expert_cache import CacheError, ExpertCache
 from sim.link import Link
 from sim.metrics import Counters
-from sim.policies.base import CPU, FETCH, GPU, STREAM, Policy, PolicyContext
+from sim.policies.base import FETCH, STREAM, Policy, PolicyContext
 from sim.signals import DRAFT_ACCURACY, NEXT_LAYER_ACCURACY, LazySignals
 from traces.windows import Schedule
 
@@ -45,10 +46,9 @@ class Engine:
         self.transfer_s = cost.transfer_s()
         self.sync_s = cost.layer_sync_s()
         self.req, self.nreq = _requests(schedule.counts)
-        self.n_prefetched_flags = 0
         self.context0, self.rng = context0, np.random.default_rng(seed)
         self.c = Counters()
-        self.prefetched = np.zeros((cache.n_layers, cache.n_experts), dtype=bool)
+        self.prefetched = PrefetchTracker(cache.n_layers, cache.n_experts)
         self.events: list | None = [] if timeline else None
         self.link = Link(self.env, self)
         self.next_acc = getattr(policy, "next_layer_accuracy", NEXT_LAYER_ACCURACY)
@@ -156,20 +156,7 @@ class Engine:
         cache, c = self.cache, self.c
         req, n = self.req[s][layer], self.nreq[s][layer]
         where = np.asarray(placement.where)[req]
-        res = cache.resident[layer][req]
-        c.requests += req.size
-        c.hits += int(np.count_nonzero(res))
-        if self.n_prefetched_flags:
-            used = req[res]
-            useful = int(np.count_nonzero(self.prefetched[layer, used]))
-            c.prefetch_useful += useful
-            self.n_prefetched_flags -= useful
-            self.prefetched[layer, used] = False
-        on_gpu, on_cpu = where == GPU, where == CPU
-        if np.count_nonzero(on_gpu & ~res):
-            bad = req[on_gpu & ~res][0]
-            raise CacheError(f"policy {self.policy.name!r} placed expert ({layer}, {bad}) on the GPU "
-                             "but it is not resident")
+        on_gpu, on_cpu = tally_requests(c, cache, self.prefetched, layer, req, where, self.policy.name)
         gpu_s = float(self.gpu_tab[n] @ on_gpu)
         cpu_s = float(self.cpu_tab[n] @ on_cpu)
         n_gpu, n_cpu = int(np.count_nonzero(on_gpu)), int(np.count_nonzero(on_cpu))
@@ -273,9 +260,7 @@ class Engine:
             if len(np.unique(victims, axis=0)) != len(victims):
                 raise CacheError(f"policy {self.policy.name!r} named the same victim twice")
             cache.evict_many(victims[:, 0], victims[:, 1])
-            flagged = self.prefetched[victims[:, 0], victims[:, 1]]
-            self.n_prefetched_flags -= int(flagged.sum())
-            self.prefetched[victims[:, 0], victims[:, 1]] = False
+            self.prefetched.evicted(victims[:, 0], victims[:, 1])
             self.c.evictions += len(victims)
         granted = experts[:max(0, min(len(experts), cache.n_free))]
         if granted:
@@ -284,9 +269,7 @@ class Engine:
 
     def _evict(self, layer: int, expert: int) -> None:
         self.cache.evict(layer, expert)
-        if self.prefetched[layer, expert]:
-            self.prefetched[layer, expert] = False
-            self.n_prefetched_flags -= 1
+        self.prefetched.evicted(layer, expert)
         self.c.evictions += 1
 
     def start_prefetch(self):
@@ -327,8 +310,7 @@ class Engine:
         self.cache.land(layer, expert)
         if prefetch:
             c.prefetches += 1
-            self.prefetched[layer, expert] = True
-            self.n_prefetched_flags += 1
+            self.prefetched.landed(layer, expert)
         else:
             c.demand_fetches += 1
         self.policy.on_transfer_done(layer, expert, self.cache)

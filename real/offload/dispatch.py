@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from real.offload.copier import Transfer
-from sim.expert_cache import CacheError
-from sim.policies.base import CPU, FETCH, GPU, STREAM
+from sim.accounting import tally_requests
+from sim.policies.base import FETCH, STREAM
 
 
 @dataclass
@@ -35,20 +35,7 @@ def dispatch(ex, layer: int, requested: np.ndarray, placement) -> LayerPlan:
     cache, c, pool = ex.cache, ex.c, ex.pool
     req = requested
     where = np.asarray(placement.where)[req]
-    res = cache.resident[layer][req]
-    c.requests += req.size
-    c.hits += int(np.count_nonzero(res))
-    if ex.n_prefetched_flags:
-        used = req[res]
-        useful = int(np.count_nonzero(ex.prefetched[layer, used]))
-        c.prefetch_useful += useful
-        ex.n_prefetched_flags -= useful
-        ex.prefetched[layer, used] = False
-    on_gpu, on_cpu = where == GPU, where == CPU
-    if np.count_nonzero(on_gpu & ~res):
-        bad = req[on_gpu & ~res][0]
-        raise CacheError(f"policy {ex.policy.name!r} placed expert ({layer}, {bad}) on the GPU "
-                         "but it is not resident")
+    on_gpu, on_cpu = tally_requests(c, cache, ex.prefetched, layer, req, where, ex.policy.name)
     plan = LayerPlan(gpu=[(int(e), ("slot", pool.slot((layer, int(e))))) for e in req[on_gpu]],
                      cpu=[int(e) for e in req[on_cpu]])
     c.gpu_execs += len(plan.gpu)

@@ -33,6 +33,7 @@ from real.offload.signals import RealSignals
 from real.offload.slots import SlotPool
 from real.offload.timed_policy import TimedPolicy
 from real.offload.transfers import TransferMixin
+from sim.accounting import PrefetchTracker
 from sim.expert_cache import ExpertCache
 from sim.metrics import Counters
 
@@ -70,8 +71,7 @@ class OffloadExecutor(TransferMixin):
         self.overlap = bool(getattr(policy, "overlap", True))
         self.cache = ExpertCache(ctx.n_layers, ctx.n_experts, ctx.n_slots)
         self.c, self.failed, self.wait_s = Counters(), 0, 0.0
-        self.prefetched = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
-        self.n_prefetched_flags = 0
+        self.prefetched = PrefetchTracker(ctx.n_layers, ctx.n_experts)
         self.jobs: dict[tuple[int, int], Transfer] = {}
         self.policy_s: list[float] = []
         self.last_window = self.window = None

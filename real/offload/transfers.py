@@ -28,9 +28,7 @@ class TransferMixin:
             vl, ve = int(victim[0]), int(victim[1])
             cache.evict(vl, ve)
             self.pool.release((vl, ve))
-            if self.prefetched[vl, ve]:
-                self.prefetched[vl, ve] = False
-                self.n_prefetched_flags -= 1
+            self.prefetched.evicted(vl, ve)
             self.c.evictions += 1
         cache.begin(layer, expert)
         self.pool.take((layer, expert))
@@ -82,8 +80,7 @@ class TransferMixin:
             self.cache.land(*key)
             if job.kind == PREFETCH:
                 c.prefetches += 1
-                self.prefetched[key] = True
-                self.n_prefetched_flags += 1
+                self.prefetched.landed(*key)
             else:
                 c.demand_fetches += 1
             self.policy.on_transfer_done(job.layer, job.expert, self.cache)

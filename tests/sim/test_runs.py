@@ -1,7 +1,6 @@
 """End-to-end runs on the real presets: sanity against public numbers, monotonicity, determinism."""
 import dataclasses
 
-import numpy as np
 import pytest
 
 from sim import config

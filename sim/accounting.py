@@ -1,0 +1,63 @@
+"""Bookkeeping shared by both executors (:mod:`sim.engine` and :mod:`real.offload`).
+
+What counts as a hit, a useful prefetch or an invalid placement must be identical in the simulator
+and on real hardware, or their decision counts could not be compared; so it lives here, once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.expert_cache import CacheError
+from sim.metrics import Counters
+from sim.policies.base import CPU, GPU
+
+
+class PrefetchTracker:
+    """Which resident experts arrived by prefetch and have not been requested since.
+
+    A prefetch is *useful* when its expert is requested before it is evicted (prefetch precision =
+    useful / prefetches landed).
+    """
+
+    def __init__(self, n_layers: int, n_experts: int):
+        self.flags = np.zeros((n_layers, n_experts), dtype=bool)
+        self.n = 0
+
+    def landed(self, layer: int, expert: int) -> None:
+        """A prefetch landed."""
+        self.flags[layer, expert] = True
+        self.n += 1
+
+    def evicted(self, layers, experts) -> None:
+        """Experts left VRAM (one or many)."""
+        if self.n:
+            hit = self.flags[layers, experts]
+            self.n -= int(np.count_nonzero(hit))
+            self.flags[layers, experts] = False
+
+    def used(self, layer: int, experts: np.ndarray) -> int:
+        """Resident experts of ``layer`` were requested; returns how many were unused prefetches."""
+        if not self.n:
+            return 0
+        useful = int(np.count_nonzero(self.flags[layer, experts]))
+        self.n -= useful
+        self.flags[layer, experts] = False
+        return useful
+
+
+def tally_requests(c: Counters, cache, tracker: PrefetchTracker, layer: int, req: np.ndarray,
+                   where: np.ndarray, policy_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Count a layer's requests, hits and useful prefetches; check GPU placements are resident.
+
+    ``req`` are the requested experts, ``where`` their placement codes; returns the GPU and CPU
+    masks over ``req``.
+    """
+    res = cache.resident[layer][req]
+    c.requests += req.size
+    c.hits += int(np.count_nonzero(res))
+    c.prefetch_useful += tracker.used(layer, req[res])
+    on_gpu, on_cpu = where == GPU, where == CPU
+    if np.count_nonzero(on_gpu & ~res):
+        bad = req[on_gpu & ~res][0]
+        raise CacheError(f"policy {policy_name!r} placed expert ({layer}, {bad}) on the GPU but it is not resident")
+    return on_gpu, on_cpu

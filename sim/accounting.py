@@ -11,6 +11,8 @@ from sim.expert_cache import CacheError
 from sim.metrics import Counters
 from sim.policies.base import CPU, GPU
 
+MAX_PREFETCH_TRIES = 256  # entries a policy may hand back that need no copy before the link idles
+
 
 class PrefetchTracker:
     """Which resident experts arrived by prefetch and have not been requested since.
@@ -61,3 +63,19 @@ def tally_requests(c: Counters, cache, tracker: PrefetchTracker, layer: int, req
         bad = req[on_gpu & ~res][0]
         raise CacheError(f"policy {policy_name!r} placed expert ({layer}, {bad}) on the GPU but it is not resident")
     return on_gpu, on_cpu
+
+
+def next_prefetch(policy, cache, reserve) -> tuple[int, int] | None:
+    """The link is idle: the policy's next prefetch that needs a copy and got a slot, or None.
+
+    Entries already resident or in flight are skipped; ``reserve(layer, expert)`` reserves a slot
+    (asking the policy for a victim) and returns False when the policy names none.
+    """
+    for _ in range(MAX_PREFETCH_TRIES):
+        item = policy.next_transfer(cache)
+        if item is None:
+            return None
+        layer, expert = int(item[0]), int(item[1])
+        if not cache.present(layer, expert) and reserve(layer, expert):
+            return layer, expert
+    return None

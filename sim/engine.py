@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from sim.accounting import PrefetchTracker, tally_requests
+from sim.accounting import PrefetchTracker, next_prefetch, tally_requests
 from sim.cost_model import CostModel
 from sim.expert_cache import CacheError, ExpertCache
 from sim.link import Link
@@ -24,8 +24,6 @@ from sim.metrics import Counters
 from sim.policies.base import FETCH, STREAM, Policy, PolicyContext
 from sim.signals import DRAFT_ACCURACY, NEXT_LAYER_ACCURACY, LazySignals
 from traces.windows import Schedule
-
-MAX_PREFETCH_TRIES = 256
 
 
 class Engine:
@@ -274,16 +272,10 @@ class Engine:
 
     def start_prefetch(self):
         """The link is idle: the policy's next valid prefetch as a link job, or None."""
-        cache = self.cache
-        for _ in range(MAX_PREFETCH_TRIES):
-            item = self.policy.next_transfer(cache)
-            if item is None:
-                return None
-            layer, expert = int(item[0]), int(item[1])
-            if cache.present(layer, expert) or not self._reserve(layer, expert):
-                continue
-            return layer, (expert,), False, self.env.event(), True, self.transfer_s
-        return None
+        item = next_prefetch(self.policy, self.cache, self._reserve)
+        if item is None:
+            return None
+        return item[0], (item[1],), False, self.env.event(), True, self.transfer_s
 
     def block_landed(self, layer: int, experts: tuple, start: float) -> None:
         """A block copy of several experts (demand, ``Placement.bulk``) landed."""

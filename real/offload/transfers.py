@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 from real.offload.copier import DEMAND, PREFETCH, STREAM, Transfer
+from sim.accounting import next_prefetch
 
-MAX_PREFETCH_TRIES = 256  # as sim.engine
 
 
 class TransferMixin:
@@ -49,16 +49,8 @@ class TransferMixin:
     def start_prefetch(self) -> Transfer | None:
         """The link is idle: the policy's next valid prefetch, its slot reserved, or None."""
         with self.lock:
-            cache = self.cache
-            for _ in range(MAX_PREFETCH_TRIES):
-                item = self.policy.next_transfer(cache)
-                if item is None:
-                    return None
-                layer, expert = int(item[0]), int(item[1])
-                if cache.present(layer, expert) or not self.reserve(layer, expert):
-                    continue
-                return self.transfer(layer, expert, PREFETCH)
-            return None
+            item = next_prefetch(self.policy, self.cache, self.reserve)
+            return None if item is None else self.transfer(item[0], item[1], PREFETCH)
 
     def transfer_landed(self, job: Transfer) -> None:
         """Called by the copy engine after every copy (failed copies free their slot)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where, present_row
+from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where
 from sim.policies.recency import StampLRU
 from sim.policies.static_sets import layer_experts, whole_layers
 
@@ -49,14 +49,15 @@ class AccelerateOffload(OffloadPolicy):
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         where = fetch_all_where(cache, layer, counts)
+        req = counts > 0
+        resident = cache.resident[layer]
         extra: list[int] = []
         if layer not in self.static_layers:
-            present = present_row(cache, layer)
-            room = self.staging - int(present.sum()) - int(((counts > 0) & ~present).sum())
-            absent = np.flatnonzero(~present & ~(counts > 0))
-            extra = [int(e) for e in absent[: max(0, room)]]
-            self.lru.touch(layer, np.flatnonzero(cache.resident[layer]))
-        self.note_demand(layer, where, counts, extra)
+            present = resident | cache.inflight[layer]
+            room = self.staging - int(np.count_nonzero(present)) - int(np.count_nonzero(req & ~present))
+            extra = np.flatnonzero(~(present | req))[: max(0, room)].tolist()
+            self.lru.touch(layer, np.flatnonzero(resident))
+        self.note_demand_experts(layer, np.flatnonzero(req & ~resident).tolist() + extra)
         return Placement(where, extra_fetch=extra, bulk=True)
 
     def victim(self, layer: int, expert: int, cache):

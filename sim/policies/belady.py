@@ -28,6 +28,7 @@ class NextUse:
         self._steps: dict[int, list[int]] = {
             int(k[0]): s.tolist() for k, s in zip(np.split(keys, bounds), np.split(s_idx, bounds)) if len(k)}
         self._counts = fc
+        self._uses: dict[int, list[int]] = {}
 
     def next_use(self, layer: int, expert: int, pos: int) -> int:
         """First position >= ``pos`` where ``(layer, expert)`` is used, or :data:`NEVER`."""
@@ -39,11 +40,15 @@ class NextUse:
         return steps[i] * self.L + layer if i < len(steps) else NEVER
 
     def uses_at(self, pos: int) -> list[int]:
-        """Experts requested at position ``pos``, most tokens first (ties: expert id)."""
-        s, l = divmod(pos, self.L)
-        row = self._counts[s, l]
-        req = np.flatnonzero(row > 0)
-        return [int(e) for e in req[np.lexsort((req, -row[req]))]]
+        """Experts requested at position ``pos``, most tokens first (ties: expert id). The list is
+        kept (shared by later calls for the same position): do not modify it."""
+        uses = self._uses.get(pos)
+        if uses is None:
+            s, l = divmod(pos, self.L)
+            row = self._counts[s, l]
+            req = np.flatnonzero(row > 0)
+            uses = self._uses[pos] = [int(e) for e in req[np.lexsort((req, -row[req]))]]
+        return uses
 
     def first_uses(self, n: int) -> list[tuple[int, int]]:
         """The ``n`` experts with the earliest first use (Belady's best initial content)."""

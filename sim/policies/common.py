@@ -29,17 +29,22 @@ def present_row(cache, layer: int) -> np.ndarray:
     return cache.resident[layer] | cache.inflight[layer]
 
 
+# ``where`` codes by lookup: index 2 * on_gpu + resident (gpu_where), resident (fetch_all_where)
+_SPLIT_CODES = np.array([CPU, CPU, FETCH, GPU], dtype=np.int8)
+_FETCH_CODES = np.array([FETCH, GPU], dtype=np.int8)
+_SPLIT_CODES.flags.writeable = False
+_FETCH_CODES.flags.writeable = False
+
+
 def gpu_where(cache, layer: int, counts: np.ndarray, on_gpu: np.ndarray) -> np.ndarray:
     """``where`` array from a GPU/CPU decision: GPU if resident, FETCH if not (in flight: wait), else CPU."""
-    where = np.full(len(counts), CPU, dtype=np.int8)
-    where[on_gpu & cache.resident[layer]] = GPU
-    where[on_gpu & ~cache.resident[layer]] = FETCH
-    return where
+    code = np.asarray(on_gpu, dtype=bool).view(np.uint8) * np.uint8(2) + cache.resident[layer].view(np.uint8)
+    return _SPLIT_CODES.take(code)
 
 
 def fetch_all_where(cache, layer: int, counts: np.ndarray) -> np.ndarray:
     """``where`` for GPU-only policies: GPU when resident, otherwise FETCH (demand fetch, or wait)."""
-    return gpu_where(cache, layer, counts, np.ones(len(counts), dtype=bool))
+    return _FETCH_CODES.take(cache.resident[layer].view(np.uint8))
 
 
 class OffloadPolicy(Policy):
@@ -53,18 +58,26 @@ class OffloadPolicy(Policy):
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
-        self._demand: set[tuple[int, int]] = set()
+        self._demand_layer = -1            # the demand fetches noted last are all of one layer
+        self._demand: set[int] = set()     # their expert ids
         self._n_offered = 0
         self._n_dropped = 0
 
     def note_demand(self, layer: int, where: np.ndarray, counts: np.ndarray, extra=()) -> None:
         """Remember the demand fetches of ``layer`` (FETCH entries of requested experts, plus ``extra``)."""
         fetch = np.flatnonzero((np.asarray(where) == FETCH) & (np.asarray(counts) > 0))
-        self._demand = {(layer, int(e)) for e in fetch} | {(layer, int(e)) for e in extra}
+        self._demand_layer = layer
+        self._demand = set(fetch.tolist())
+        self._demand.update(int(e) for e in extra)
+
+    def note_demand_experts(self, layer: int, experts) -> None:
+        """Remember the demand fetches of ``layer`` given as expert ids (same as :meth:`note_demand`)."""
+        self._demand_layer = layer
+        self._demand = set(experts.tolist() if isinstance(experts, np.ndarray) else experts)
 
     def is_demand(self, layer: int, expert: int) -> bool:
         """Whether a transfer of ``(layer, expert)`` is a demand fetch of the current layer."""
-        return (layer, expert) in self._demand
+        return layer == self._demand_layer and expert in self._demand
 
     def offer(self, item):
         """Count and return a prefetch candidate (or None) from :meth:`next_transfer`."""

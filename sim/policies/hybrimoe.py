@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable_mask, gpu_where, present_row
+from sim.policies.common import OffloadPolicy, gpu_where, present_row
 from sim.policies.prefetch_queue import PrefetchQueue
-from sim.policies.quota import even_quotas, quota_victim
-from sim.policies.split import two_ended
+from sim.policies.quota import QuotaVictims, even_quotas
+from sim.policies.split import ExpertTimes, two_ended
 
 
 class HybriMoE(OffloadPolicy):
@@ -49,8 +49,10 @@ class HybriMoE(OffloadPolicy):
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
         self.quota = even_quotas(ctx.n_layers, ctx.n_experts, ctx.n_slots)
+        self.donors = QuotaVictims(self.quota)
         self.score = np.zeros((ctx.n_layers, ctx.n_experts))
         self.queue = PrefetchQueue()
+        self.times = ExpertTimes(ctx.costs)
         self.current = 0
         self.k_prefetch = ctx.top_k if self.prefetch_size is None else int(self.prefetch_size)
 
@@ -74,16 +76,17 @@ class HybriMoE(OffloadPolicy):
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         self.update_scores(layer, counts, signals.router_scores)
-        on_gpu = two_ended(counts, present_row(cache, layer), self.ctx.costs)
+        on_gpu = two_ended(counts, present_row(cache, layer), self.ctx.costs, self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand(layer, where, counts)
+        self.note_demand_experts(layer, np.flatnonzero(on_gpu & ~cache.resident[layer]))
         nxt = layer + 1
         if nxt < self.ctx.n_layers and self.k_prefetch > 0:
             row = self.score[nxt]
-            top = np.lexsort((np.arange(len(row)), -row))[: self.k_prefetch]
-            for rank, e in enumerate(top):
-                if row[e] > 0 and not cache.present(nxt, int(e)):
-                    self.queue.push(nxt, int(e), rank)
+            top = np.argsort(-row, kind="stable")[: self.k_prefetch]    # ties: expert id
+            absent = ~(cache.resident[nxt] | cache.inflight[nxt])
+            wanted = (row[top] > 0) & absent[top]
+            for rank in np.flatnonzero(wanted).tolist():
+                self.queue.push(nxt, int(top[rank]), rank)
         return Placement(where)
 
     def next_transfer(self, cache):
@@ -91,14 +94,16 @@ class HybriMoE(OffloadPolicy):
 
     def victim(self, layer: int, expert: int, cache):
         limit = np.inf if self.is_demand(layer, expert) else self.score[layer, expert]
-        mask = evictable_mask(cache)
+        resident, pinned, score = cache.resident, cache.pinned, self.score
 
         def pick(l: int):
-            idx = np.flatnonzero(mask[l])
+            if pinned[l]:
+                return None
+            idx = np.flatnonzero(resident[l])
             if not len(idx):
                 return None
-            e = int(idx[np.argmin(self.score[l, idx])])
-            return (l, e) if self.score[l, e] < limit else None
+            e = int(idx[np.argmin(score[l, idx])])
+            return (l, e) if score[l, e] < limit else None
 
-        found = quota_victim(layer, cache, self.quota, self.current, pick)
+        found = self.donors.victim(layer, cache, self.current, pick)
         return found if found is not None else self.refuse(layer, expert)

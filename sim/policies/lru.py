@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where
-from sim.policies.recency import StampLRU
+from sim.policies.common import OffloadPolicy, fetch_all_where
+from sim.policies.recency import LRUOrder
 
 
 class OnDemandLRU(OffloadPolicy):
@@ -23,7 +23,7 @@ class OnDemandLRU(OffloadPolicy):
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
-        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
+        self.lru = LRUOrder(ctx.n_layers, ctx.n_experts)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         self.lru.touch(layer, np.flatnonzero((counts > 0) & cache.resident[layer]))
@@ -32,7 +32,7 @@ class OnDemandLRU(OffloadPolicy):
         return Placement(where)
 
     def victim(self, layer: int, expert: int, cache):
-        found = self.lru.oldest(evictable_mask(cache))
+        found = self.lru.oldest_evictable(cache)
         return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where, requested
+from sim.policies.common import OffloadPolicy, fetch_all_where, requested
 from sim.policies.prefetch_queue import PrefetchQueue
-from sim.policies.quota import even_quotas, quota_victim
-from sim.policies.recency import StampLRU
+from sim.policies.quota import QuotaVictims, even_quotas
+from sim.policies.recency import LayerLRUOrder
 
 
 class MixtralOffload(OffloadPolicy):
@@ -45,7 +45,8 @@ class MixtralOffload(OffloadPolicy):
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
         self.quota = even_quotas(ctx.n_layers, ctx.n_experts, ctx.n_slots)
-        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
+        self.donors = QuotaVictims(self.quota)
+        self.lru = LayerLRUOrder(ctx.n_layers, ctx.n_experts)
         self.queue = PrefetchQueue()
         self.current = 0
 
@@ -58,33 +59,34 @@ class MixtralOffload(OffloadPolicy):
         self.queue.drop_layer(layer)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        self.lru.touch(layer, np.flatnonzero((counts > 0) & cache.resident[layer]))
+        req = counts > 0
+        res = cache.resident[layer]
+        self.lru.touch(layer, np.flatnonzero(req & res))
+        self.note_demand_experts(layer, np.flatnonzero(req & ~res))
         where = fetch_all_where(cache, layer, counts)
-        self.note_demand(layer, where, counts)
         if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
             self._speculate(layer + 1, np.asarray(signals.next_pred), cache)
         return Placement(where)
 
     def _speculate(self, nxt: int, pred: np.ndarray, cache) -> None:
         guess = requested(pred)
-        guess = guess[np.lexsort((guess, -pred[guess]))][: self.n_prefetch]
+        guess = guess[np.lexsort((guess, -pred[guess]))][: self.n_prefetch].tolist()
+        res, fly = cache.resident[nxt], cache.inflight[nxt]
         for rank, e in enumerate(guess):
-            if cache.resident[nxt, e]:
-                self.lru.touch(nxt, int(e))
-            elif not cache.inflight[nxt, e]:
-                self.queue.push(nxt, int(e), rank)
+            if res[e]:
+                self.lru.touch(nxt, e)
+            elif not fly[e]:
+                self.queue.push(nxt, e, rank)
 
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
     def victim(self, layer: int, expert: int, cache):
-        mask = evictable_mask(cache)
-
         def pick(l: int):
-            e = self.lru.oldest_in(l, mask[l])
+            e = self.lru.oldest_evictable_in(l, cache)
             return None if e is None else (l, e)
 
-        found = quota_victim(layer, cache, self.quota, self.current, pick)
+        found = self.donors.victim(layer, cache, self.current, pick)
         return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:

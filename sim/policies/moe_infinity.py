@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where
+from sim.policies.common import OffloadPolicy, fetch_all_where
 
 
 class MoEInfinity(OffloadPolicy):
@@ -46,20 +46,28 @@ class MoEInfinity(OffloadPolicy):
             freq = freq / max(freq.sum(), 1e-12)
         self.freq = freq + 1e-6
         self.current = 0
-        self._prio = self._priority(0)
+        # _priority's pieces, kept up to date per row: the row-normalised EAM plus 1e-6, the
+        # positive EAM entries, and the topology decay seen from every current layer.
+        self._share = np.full((L, E), 1.0 / E + 1e-6)
+        self._seen = np.zeros((L, E), dtype=bool)
+        ahead = (np.arange(L)[None, :] - np.arange(L)[:, None]) % L
+        self._topo = 1.0 - ahead / (L + 1)                           # [current, layer]
+        self._prio = np.empty((L, E))
+        self._refresh(0)
 
     def _priority(self, current: int) -> np.ndarray:
         """Cache priority of every (layer, expert) seen from layer ``current``."""
-        L = self.ctx.n_layers
-        rows = self.eam.sum(axis=1, keepdims=True)
-        norm = np.where(rows > 0, self.eam / np.maximum(rows, 1e-12), 1.0 / self.ctx.n_experts)
-        ahead = (np.arange(L) - current) % L
-        topo = 1.0 - ahead / (L + 1)
-        return (norm + 1e-6) * topo[:, None] * self.freq
+        return self._share * self._topo[current][:, None] * self.freq
+
+    def _refresh(self, current: int) -> None:
+        """Recompute ``_prio`` (= :meth:`_priority` of ``current``) in place."""
+        np.multiply(self._share, self._topo[current][:, None], out=self._prio)
+        np.multiply(self._prio, self.freq, out=self._prio)
+        self._prio_at = current
 
     def on_layer_start(self, layer: int, cache) -> None:
         self.current = layer
-        self._prio = self._priority(layer)
+        self._refresh(layer)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         where = fetch_all_where(cache, layer, counts)
@@ -68,28 +76,37 @@ class MoEInfinity(OffloadPolicy):
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
         self.eam[layer] += counts
-        self._prio = self._priority(layer)
+        row = self.eam[layer]
+        total = self.eam[layer:layer + 1].sum(axis=1)[0]     # the same reduction as a full pass
+        share = row / max(total, 1e-12) if total > 0 else np.full(len(row), 1.0 / len(row))
+        self._share[layer] = share + 1e-6
+        self._seen[layer] = row > 0
+        if self._prio_at == layer:     # only this row changed
+            self._prio[layer] = self._share[layer] * self._topo[layer, layer] * self.freq[layer]
+        else:
+            self._refresh(layer)
 
     def next_transfer(self, cache):
-        L = self.ctx.n_layers
-        cand = np.zeros((L, self.ctx.n_experts), dtype=bool)
-        cand[self.current + 1:] = self.eam[self.current + 1:] > 0
-        cand &= ~(cache.resident | cache.inflight)
-        if not cand.any():
+        first = self.current + 1
+        absent = ~(cache.resident[first:] | cache.inflight[first:])
+        score = np.where(self._seen[first:] & absent, self._prio[first:], -np.inf)
+        if not score.size:
             return None
-        score = np.where(cand, self._prio, -np.inf)
-        l, e = np.unravel_index(int(np.argmax(score)), score.shape)
-        if cache.n_free <= 0 and self._lowest(cache, below=score[l, e]) is None:
+        i = int(np.argmax(score))
+        best = score.flat[i]
+        if best == -np.inf:
             return None
-        return self.offer((int(l), int(e)))
+        l, e = divmod(i, self.ctx.n_experts)
+        if cache.n_free <= 0 and self._lowest(cache, below=best) is None:
+            return None
+        return self.offer((first + l, e))
 
     def _lowest(self, cache, below: float = np.inf):
-        mask = evictable_mask(cache)
-        if not mask.any():
-            return None
-        score = np.where(mask, self._prio, np.inf)
-        l, e = np.unravel_index(int(np.argmin(score)), score.shape)
-        return (int(l), int(e)) if score[l, e] < below else None
+        score = np.where(cache.resident, self._prio, np.inf)
+        score[cache.pinned] = np.inf
+        i = int(np.argmin(score))
+        low = score.flat[i]
+        return divmod(i, self.ctx.n_experts) if low < below and low != np.inf else None
 
     def victim(self, layer: int, expert: int, cache):
         below = np.inf if self.is_demand(layer, expert) else self._prio[layer, expert]

@@ -6,7 +6,7 @@ import numpy as np
 
 from sim.policies.base import Placement, Signals
 from sim.policies.belady import NEVER, FarthestHeap, NextUse
-from sim.policies.common import OffloadPolicy, evictable_mask, gpu_where, present_row, requested
+from sim.policies.common import OffloadPolicy, gpu_where, present_row, requested
 from sim.policies.split import DEFAULT_CAP, best_split
 
 
@@ -64,6 +64,7 @@ class Oracle(OffloadPolicy):
         self.pos = 0          # first position whose requests have not been served yet
         self.cursor = 0       # positions before it hold only present experts (prefetch scan)
         self.started = False
+        self.split_memo: dict = {}   # best_split answers per layer shape (one cost table per run)
 
     def initial_residency(self) -> list[tuple[int, int]]:
         return self.index.first_uses(self.ctx.n_slots)
@@ -79,21 +80,25 @@ class Oracle(OffloadPolicy):
         self.pos = self.step * self.L + layer
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        spare = cache.n_free + int(evictable_mask(cache).sum())
+        evictable = np.count_nonzero(cache.resident) - np.count_nonzero(cache.resident[cache.pinned])
+        spare = cache.n_free + int(evictable)
         wait = self.link_wait * self.ctx.costs.transfer_s if cache.inflight.any() else 0.0
         on_gpu = best_split(counts, present_row(cache, layer), self.ctx.costs,
-                            max_fetch=spare, cap=self.split_cap, link_wait_s=wait)
+                            max_fetch=spare, cap=self.split_cap, link_wait_s=wait, memo=self.split_memo)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand(layer, where, counts)
+        self.note_demand_experts(layer, np.flatnonzero(on_gpu & ~cache.resident[layer]))
         self.pos = self.step * self.L + layer + 1
-        for e in requested(counts):
-            self.heap.push(layer, int(e), self.pos)
+        for e in requested(counts).tolist():
+            self.heap.push(layer, e, self.pos)
         return Placement(where)
 
     def next_transfer(self, cache):
         q = max(self.cursor, self.pos)
+        resident, inflight = cache.resident, cache.inflight
         while q < self.index.end:
-            missing = [e for e in self.index.uses_at(q) if not cache.present(q % self.L, e)]
+            l = q % self.L
+            res, fly = resident[l], inflight[l]
+            missing = [e for e in self.index.uses_at(q) if not (res[e] or fly[e])]
             if missing:
                 break
             q += 1

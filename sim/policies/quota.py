@@ -23,27 +23,61 @@ def even_quotas(n_layers: int, n_experts: int, n_slots: int) -> np.ndarray:
     return np.minimum(quota, n_experts)
 
 
+def layer_usage(cache) -> np.ndarray:
+    """``[L]`` slots used per layer (resident + in flight)."""
+    used = cache.resident | cache.inflight
+    if used.shape[1] % 8 == 0 and used.flags.c_contiguous:
+        return np.bitwise_count(used.view(np.uint64)).sum(axis=1, dtype=np.int64)  # a byte (0 or 1) per expert
+    return used.sum(axis=1, dtype=np.int64)
+
+
+class QuotaVictims:
+    """:func:`quota_victim` for fixed ``quota``, with the donor order's static part precomputed.
+
+    Donors go most over quota first, then the one that ran most recently. ``behind`` (1 = ran
+    just before the current layer, ..., n = the current layer) is a permutation of 1..n, so the
+    integer key ``(quota - usage) * (n + 1) + behind`` orders exactly as
+    ``lexsort((behind, -surplus))``; its quota and behind part is a table over current layers.
+    """
+
+    def __init__(self, quota: np.ndarray) -> None:
+        self.quota = np.asarray(quota, dtype=np.int64)
+        n = len(self.quota)
+        behind = (np.arange(n)[:, None] - np.arange(n)[None, :]) % n
+        behind[behind == 0] = n
+        self._scale = n + 1
+        self._base = self.quota[None, :] * self._scale + behind      # [current layer, layer]
+
+    def victim(self, layer: int, cache, current_layer: int,
+               pick: Callable[[int], tuple[int, int] | None]) -> tuple[int, int] | None:
+        """See :func:`quota_victim`."""
+        if not cache.pinned[layer]:
+            own_usage = np.count_nonzero(cache.resident[layer]) + np.count_nonzero(cache.inflight[layer])
+            if own_usage >= self.quota[layer]:
+                own = pick(layer)
+                if own is not None:
+                    return own
+        key = self._base[current_layer] - layer_usage(cache) * self._scale
+        never = np.iinfo(np.int64).max
+        key[cache.pinned] = never
+        key[layer] = never
+        while True:
+            donor = int(np.argmin(key))
+            if key[donor] == never:
+                return None
+            cand = pick(donor)
+            if cand is not None:
+                return cand
+            key[donor] = never
+
+
 def quota_victim(layer: int, cache, quota: np.ndarray, current_layer: int,
                  pick: Callable[[int], tuple[int, int] | None]) -> tuple[int, int] | None:
     """Victim for a transfer into ``layer`` under per-layer quotas.
 
     ``pick(l)`` returns the layer's own eviction candidate (already eligible: resident, unpinned)
     or None. The layer evicts from itself when it is at or over quota and not pinned; otherwise a
-    donor layer gives a slot (see the module docstring).
+    donor layer gives a slot (see the module docstring and :class:`QuotaVictims`, which policies
+    keep to avoid rebuilding the donor table per call).
     """
-    usage = cache.resident.sum(axis=1) + cache.inflight.sum(axis=1)
-    if usage[layer] >= quota[layer] and not cache.pinned[layer]:
-        own = pick(layer)
-        if own is not None:
-            return own
-    n = len(quota)
-    behind = (current_layer - np.arange(n)) % n       # 1 = ran just before the current layer
-    behind = np.where(behind == 0, n, behind)
-    surplus = usage - quota
-    for donor in np.lexsort((behind, -surplus)):
-        if donor == layer or cache.pinned[donor]:
-            continue
-        cand = pick(int(donor))
-        if cand is not None:
-            return cand
-    return None
+    return QuotaVictims(quota).victim(layer, cache, current_layer, pick)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable_mask, fetch_all_where, requested
+from sim.policies.common import OffloadPolicy, fetch_all_where, requested
 from sim.policies.prefetch_queue import PrefetchQueue
-from sim.policies.recency import StampLRU
+from sim.policies.recency import LRUOrder
 
 
 class SPMoE(OffloadPolicy):
@@ -44,10 +44,11 @@ class SPMoE(OffloadPolicy):
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
-        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
+        self.lru = LRUOrder(ctx.n_layers, ctx.n_experts)
         self.queue = PrefetchQueue()
         self.protect = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
         self.current = -1
+        self._coming: np.ndarray | None = None   # protect, minus the layers already run
         self._cutoffs: list[int] = []
 
     def cutoff(self, pred: np.ndarray, cache) -> int:
@@ -66,6 +67,7 @@ class SPMoE(OffloadPolicy):
     def on_step_start(self, step: int, signals: Signals, cache) -> None:
         self.queue.clear()
         self.current = -1
+        self._coming = None
         if signals.draft_pred is None:
             self.protect[:] = False
             return
@@ -81,24 +83,24 @@ class SPMoE(OffloadPolicy):
 
     def on_layer_start(self, layer: int, cache) -> None:
         self.current = layer
+        self._coming = None
         self.queue.drop_layer(layer)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        self.lru.touch(layer, np.flatnonzero((counts > 0) & cache.resident[layer]))
-        where = fetch_all_where(cache, layer, counts)
-        self.note_demand(layer, where, counts)
-        return Placement(where)
+        req = counts > 0
+        resident = cache.resident[layer]
+        self.lru.touch(layer, np.flatnonzero(req & resident))
+        self.note_demand_experts(layer, np.flatnonzero(req & ~resident))
+        return Placement(fetch_all_where(cache, layer, counts))
 
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
     def victim(self, layer: int, expert: int, cache):
-        mask = evictable_mask(cache)
-        coming = self.protect.copy()
-        coming[: self.current + 1] = False
-        found = self.lru.oldest(mask & ~coming)
-        if found is None and self.is_demand(layer, expert):
-            found = self.lru.oldest(mask)
+        if self._coming is None:      # changes only with protect and current (the hooks above)
+            self._coming = self.protect.copy()
+            self._coming[: self.current + 1] = False
+        found = self.lru.oldest_evictable(cache, avoid=self._coming, fallback=self.is_demand(layer, expert))
         return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:

@@ -15,8 +15,6 @@ Time model (the same for every policy that uses it, from :class:`sim.policies.ba
 """
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from sim.policies.base import CostTable
@@ -54,46 +52,64 @@ def _classes(counts, present):
     tokens descending (the fetch order). Returns (keys, members)."""
     req = np.flatnonzero(counts > 0)
     groups: dict[tuple[bool, int], list[int]] = {}
-    for e in req:
-        groups.setdefault((bool(present[e]), int(counts[e])), []).append(int(e))
+    for e, p, n in zip(req.tolist(), present[req].tolist(), counts[req].tolist()):
+        groups.setdefault((p, int(n)), []).append(e)
     keys = sorted(groups, key=lambda k: (not k[0], -k[1]))
     return keys, [groups[k] for k in keys]
 
 
-def _evaluate(X: np.ndarray, keys, sizes: np.ndarray, costs: CostTable, max_fetch: float, wait: float):
+def _class_costs(keys, costs: CostTable):
+    """Per class: present flags, GPU and CPU time of one expert, and the non-present classes."""
+    n = np.array([k[1] for k in keys])
+    pres = np.array([k[0] for k in keys], dtype=bool)
+    g = np.asarray(costs.gpu(n), dtype=float)
+    c = np.asarray(costs.cpu(n), dtype=float)
+    return pres, g, c, np.flatnonzero(~pres).tolist()
+
+
+def _evaluate(X: np.ndarray, keys, sizes: np.ndarray, costs: CostTable, max_fetch: float, wait: float,
+              class_costs=None):
     """Objective and fetch count of every class-count vector (rows of X).
 
     Within a block of ``x`` equal fetches (GPU time ``g``) after ``j0`` earlier ones, the lane
     recursion ``t <- max(t, wait + j * tau) + g`` is linear in ``j``, so its maximum sits at the
     block's first or last fetch: ``max(t + x g, wait + (j0+1) tau + x g, wait + (j0+x) tau + g)``.
+    ``class_costs``: :func:`_class_costs` of ``keys`` when the caller already has it.
     """
-    n = np.array([k[1] for k in keys])
-    pres = np.array([k[0] for k in keys], dtype=bool)
-    g = np.asarray(costs.gpu(n), dtype=float)
-    c = np.asarray(costs.cpu(n), dtype=float)
+    pres, g, c, fetched = class_costs if class_costs is not None else _class_costs(keys, costs)
     tau = costs.transfer_s
     cpu = ((sizes - X) * c).sum(axis=1)
     t = (X[:, pres] * g[pres]).sum(axis=1).astype(float)
-    j0 = np.zeros(len(X))
-    for b in np.flatnonzero(~pres):
-        x = X[:, b]
-        first = wait + (j0 + 1) * tau + x * g[b]
-        last = wait + (j0 + x) * tau + g[b]
-        t = np.where(x > 0, np.maximum(t + x * g[b], np.maximum(first, last)), t)
-        j0 = j0 + x
+    if not fetched:
+        return np.maximum(cpu, t) if 0 <= max_fetch else np.full(len(X), np.inf), np.zeros(len(X))
+    # Every block's terms at once (the same elementwise operations as block by block), then the
+    # recursion over blocks in order. j0: fetches before each block (exact integers as floats).
+    Xf = X[:, fetched]
+    gf = g[fetched]
+    j0 = np.zeros((len(X), len(fetched)))
+    np.cumsum(Xf[:, :-1], axis=1, out=j0[:, 1:])
+    xg = Xf * gf
+    first = wait + (j0 + 1) * tau + xg
+    last = wait + (j0 + Xf) * tau + gf
+    reach = np.maximum(first, last)
+    moved = Xf > 0
+    for b in range(len(fetched)):
+        t = np.where(moved[:, b], np.maximum(t + xg[:, b], reach[:, b]), t)
+    total = j0[:, -1] + Xf[:, -1]
     obj = np.maximum(cpu, t)
-    obj = np.where(j0 <= max_fetch, obj, np.inf)
-    return obj, j0
+    obj = np.where(total <= max_fetch, obj, np.inf)
+    return obj, total
 
 
-def _best_row(X, keys, sizes, costs, max_fetch, wait):
-    obj, fetches = _evaluate(X, keys, sizes, costs, max_fetch, wait)
+def _best_row(X, keys, sizes, costs, max_fetch, wait, class_costs=None):
+    obj, fetches = _evaluate(X, keys, sizes, costs, max_fetch, wait, class_costs)
     i = int(np.lexsort((fetches, obj))[0])
     return X[i], float(obj[i])
 
 
 def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
-               max_fetch: int | None = None, cap: int = DEFAULT_CAP, link_wait_s: float = 0.0) -> np.ndarray:
+               max_fetch: int | None = None, cap: int = DEFAULT_CAP, link_wait_s: float = 0.0,
+               memo: dict | None = None) -> np.ndarray:
     """The GPU/CPU assignment of one layer minimising :func:`split_time`; ``[E]`` bool, True = GPU.
 
     Experts with equal (present, tokens) are interchangeable, so the search runs over how many of
@@ -103,6 +119,10 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
     HybriMoE's greedy answer (a local optimum, not guaranteed exact). At most ``max_fetch``
     non-present experts go to the GPU (None: no limit). Ties prefer fewer fetches. ``link_wait_s``
     delays the first fetch (see the module docstring).
+
+    ``memo``: a dict the caller keeps for one cost table (e.g. per policy run). The answer depends
+    only on the classes, their sizes, ``min(max_fetch, non-present experts)``, ``cap`` and
+    ``link_wait_s``, so a repeated layer shape reuses the class-count vector found before.
     """
     counts = np.asarray(counts)
     present = np.asarray(present, dtype=bool)
@@ -111,62 +131,115 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
     if not keys:
         return on_gpu
     limit = np.inf if max_fetch is None else max_fetch
-    sizes = np.array([len(m) for m in members])
+    lens = tuple(len(m) for m in members)
+    key = None
+    if memo is not None:
+        absent = sum(n for k, n in zip(keys, lens) if not k[0])
+        key = (tuple(keys), lens, min(limit, absent), float(link_wait_s), cap)
+        best = memo.get(key)
+        if best is not None:
+            _mark(on_gpu, best, members)
+            return on_gpu
+    sizes = np.array(lens)
     if np.prod(sizes + 1, dtype=float) <= cap:
         X = np.indices(tuple(sizes + 1)).reshape(len(sizes), -1).T
         best, _ = _best_row(X, keys, sizes, costs, limit, link_wait_s)
     else:
         best = _local_search(counts, present, costs, keys, members, sizes, limit, link_wait_s)
-    for x, group in zip(best, members):
-        on_gpu[group[: int(x)]] = True
+    best = [int(x) for x in best]
+    if key is not None:
+        memo[key] = best
+    _mark(on_gpu, best, members)
     return on_gpu
+
+
+def _mark(on_gpu: np.ndarray, best: list[int], members: list[list[int]]) -> None:
+    """Set the first ``best[i]`` experts of every class ``i`` on the GPU."""
+    for x, group in zip(best, members):
+        if x:
+            on_gpu[group[:x]] = True
 
 
 def _local_search(counts, present, costs, keys, members, sizes, limit, wait):
     """Steepest descent over class-count vectors (moves of +-1 in one class)."""
-    pres = np.array([k[0] for k in keys], dtype=bool)
+    cc = _class_costs(keys, costs)
+    pres = cc[0]
     greedy = two_ended(counts, present, costs)
     starts = np.array([np.where(pres, sizes, 0),
                        [int(greedy[m].sum()) for m in members]])
-    best, best_obj = _best_row(starts, keys, sizes, costs, limit, wait)
+    best, best_obj = _best_row(starts, keys, sizes, costs, limit, wait, cc)
     eye = np.eye(len(sizes), dtype=int)
     while True:
         cand = np.vstack([best + eye, best - eye])
         cand = cand[((cand >= 0) & (cand <= sizes)).all(axis=1)]
-        row, obj = _best_row(cand, keys, sizes, costs, limit, wait)
+        row, obj = _best_row(cand, keys, sizes, costs, limit, wait, cc)
         if not obj < best_obj:
             return best
         best, best_obj = row, obj
 
 
-def two_ended(counts: np.ndarray, present: np.ndarray, costs: CostTable) -> np.ndarray:
+class ExpertTimes:
+    """``costs.gpu(n)`` and ``costs.cpu(n)`` as lists of floats over the tables' range (the same
+    numbers, looked up without a numpy call per expert); beyond it, the cost table extrapolates."""
+
+    def __init__(self, costs: CostTable) -> None:
+        n = np.arange(max(len(costs.gpu_expert_s), len(costs.cpu_expert_s)))
+        self.costs = costs
+        self._gpu = np.asarray(costs.gpu(n), dtype=float).tolist()
+        self._cpu = np.asarray(costs.cpu(n), dtype=float).tolist()
+
+    def gpu(self, ns: list[int]) -> list[float]:
+        """GPU time of one expert for each token count in ``ns``."""
+        g, top = self._gpu, len(self._gpu)
+        return [g[k] if k < top else float(self.costs.gpu(k)) for k in ns]
+
+    def cpu(self, ns: list[int]) -> list[float]:
+        """CPU time of one expert for each token count in ``ns``."""
+        c, top = self._cpu, len(self._cpu)
+        return [c[k] if k < top else float(self.costs.cpu(k)) for k in ns]
+
+
+def two_ended(counts: np.ndarray, present: np.ndarray, costs: CostTable,
+              times: ExpertTimes | None = None) -> np.ndarray:
     """HybriMoE's greedy two-ended queue (``HSS`` in its ``ktransformers/operators/experts.py``).
 
     Requested experts are queued present-first, each group by tokens descending (ties: expert id).
     The GPU takes from the head (a non-present head pays a transfer serialised on the link), the
     CPU from the tail; each round the side that would finish earlier takes its expert (ties go to
-    the GPU), until the queue is empty. Returns ``[E]`` bool, True = GPU.
+    the GPU), until the queue is empty. Returns ``[E]`` bool, True = GPU. ``times``: the same
+    costs as an :class:`ExpertTimes` (faster for a caller that keeps one).
     """
     counts = np.asarray(counts)
     present = np.asarray(present, dtype=bool)
-    req = [int(e) for e in np.flatnonzero(counts > 0)]
-    order = sorted(req, key=lambda e: (not present[e], -int(counts[e]), e))
-    queue = deque(order)
     on_gpu = np.zeros(len(counts), dtype=bool)
+    req = np.flatnonzero(counts > 0)
+    if not req.size:
+        return on_gpu
+    n = counts[req].astype(np.int64)
+    pres = present[req]
+    order = np.lexsort((req, -n, ~pres))           # present first, tokens descending, expert id
+    ids = req[order].tolist()
+    here = pres[order].tolist()
+    if times is not None:
+        ns = n[order].tolist()
+        g, c = times.gpu(ns), times.cpu(ns)
+    else:
+        g = np.asarray(costs.gpu(n[order]), dtype=float).tolist()
+        c = np.asarray(costs.cpu(n[order]), dtype=float).tolist()
     t_gpu = t_cpu = t_link = 0.0
     tau = costs.transfer_s
-    while queue:
-        head, tail = queue[0], queue[-1]
-        start = t_gpu if present[head] else max(t_gpu, t_link + tau)
-        gpu_end = start + float(costs.gpu(counts[head]))
-        cpu_end = t_cpu + float(costs.cpu(counts[tail]))
+    head, tail = 0, len(ids) - 1                  # the queue is ids[head..tail]
+    while head <= tail:
+        start = t_gpu if here[head] else max(t_gpu, t_link + tau)
+        gpu_end = start + g[head]
+        cpu_end = t_cpu + c[tail]
         if gpu_end <= cpu_end:
-            queue.popleft()
-            on_gpu[head] = True
-            if not present[head]:
+            if not here[head]:
                 t_link += tau
             t_gpu = gpu_end
+            head += 1
         else:
-            queue.pop()
             t_cpu = cpu_end
+            tail -= 1
+    on_gpu[ids[:head]] = True
     return on_gpu

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import CPU, GPU, Placement, Policy, Signals
-from sim.policies.common import OffloadPolicy, evictable_mask, gpu_where, present_row
-from sim.policies.recency import StampLRU
+from sim.policies.common import OffloadPolicy, gpu_where, present_row
+from sim.policies.recency import LRUOrder
 from sim.policies.split import best_split
 from sim.policies.static_sets import layer_experts, most_popular, whole_layers
 
@@ -91,24 +91,23 @@ class Fiddler(OffloadPolicy):
         self.static_mask = np.zeros((ctx.n_layers, ctx.n_experts), dtype=bool)
         for l, e in self.static:
             self.static_mask[l, e] = True
-        self.lru = StampLRU(ctx.n_layers, ctx.n_experts)
+        self.lru = LRUOrder(ctx.n_layers, ctx.n_experts, keep=~self.static_mask)   # the temporary copies
+        self.split_memo: dict = {}
 
     def initial_residency(self) -> list[tuple[int, int]]:
         return list(self.static)
 
-    def _stageable(self, cache) -> np.ndarray:
-        return evictable_mask(cache) & ~self.static_mask
-
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        spare = cache.n_free + int(self._stageable(cache).sum())
+        spare = cache.n_free + self.lru.evictable_count(cache)
         present = present_row(cache, layer)
-        on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=min(spare, self.fetch_slots))
+        on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=min(spare, self.fetch_slots),
+                            memo=self.split_memo)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand(layer, where, counts)
+        self.note_demand_experts(layer, np.flatnonzero(on_gpu & ~cache.resident[layer]))
         return Placement(where)
 
     def victim(self, layer: int, expert: int, cache):
-        found = self.lru.oldest(self._stageable(cache))
+        found = self.lru.oldest_evictable(cache)
         return found if found is not None else self.refuse(layer, expert)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:

@@ -55,9 +55,9 @@ class AccelerateOffload(OffloadPolicy):
         if layer not in self.static_layers:
             present = resident | cache.inflight[layer]
             room = self.staging - int(np.count_nonzero(present)) - int(np.count_nonzero(req & ~present))
-            extra = np.flatnonzero(~(present | req))[: max(0, room)].tolist()
-            self.lru.touch(layer, np.flatnonzero(resident))
-        self.note_demand_experts(layer, np.flatnonzero(req & ~resident).tolist() + extra)
+            extra = (~(present | req)).nonzero()[0][: max(0, room)].tolist()
+            self.lru.touch(layer, resident.nonzero()[0])
+        self.note_demand_experts(layer, (req & ~resident).nonzero()[0].tolist() + extra)
         return Placement(where, extra_fetch=extra, bulk=True)
 
     def victim(self, layer: int, expert: int, cache):

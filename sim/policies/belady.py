@@ -71,6 +71,20 @@ class FarthestHeap:
     def push(self, layer: int, expert: int, pos: int) -> None:
         heapq.heappush(self._heap, (-self.index.next_use(layer, expert, pos), layer, expert))
 
+    def push_many(self, layer: int, experts: list[int], pos: int) -> None:
+        """:meth:`push` for several experts of one layer, in order."""
+        index, heap = self.index, self._heap
+        steps_of, L, base = index._steps, index.L, layer * index.E
+        first_step = -((layer - pos) // L)       # as in NextUse.next_use
+        for e in experts:
+            steps = steps_of.get(base + e)
+            nu = NEVER
+            if steps:
+                i = bisect_left(steps, first_step)
+                if i < len(steps):
+                    nu = steps[i] * L + layer
+            heapq.heappush(heap, (-nu, layer, e))
+
     def rebuild(self, cache, pos: int) -> None:
         """Rebuild from every resident expert of ``cache``."""
         self._heap = [(-self.index.next_use(int(l), int(e), pos), int(l), int(e))

@@ -11,7 +11,7 @@ from sim.policies.base import CPU, FETCH, GPU, Policy
 
 def requested(counts: np.ndarray) -> np.ndarray:
     """Expert ids with at least one token routed to them (ascending)."""
-    return np.flatnonzero(np.asarray(counts) > 0)
+    return (np.asarray(counts) > 0).ravel().nonzero()[0]
 
 
 def evictable(cache, layer: int, expert: int) -> bool:

@@ -5,7 +5,7 @@ import numpy as np
 
 from sim.policies.arc import ARC
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable, fetch_all_where, requested
+from sim.policies.common import OffloadPolicy, fetch_all_where, requested
 from sim.policies.prefetch_queue import PrefetchQueue
 
 
@@ -42,24 +42,31 @@ class Fate(OffloadPolicy):
         self.queue.drop_layer(layer)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        for e in requested(counts):
-            if (layer, int(e)) in self.arc:
-                self.arc.hit((layer, int(e)))
+        arc = self.arc
+        for e in requested(counts).tolist():
+            if (layer, e) in arc:
+                arc.hit((layer, e))
+        req = counts > 0
+        self.note_demand_experts(layer, (req & ~cache.resident[layer]).nonzero()[0])
         where = fetch_all_where(cache, layer, counts)
-        self.note_demand(layer, where, counts)
         if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
             pred = np.asarray(signals.next_pred)
             guess = requested(pred)
-            for rank, e in enumerate(guess[np.lexsort((guess, -pred[guess]))]):
-                if not cache.present(layer + 1, int(e)):
-                    self.queue.push(layer + 1, int(e), rank)
+            nxt = layer + 1
+            absent = ~(cache.resident[nxt] | cache.inflight[nxt])
+            guess = guess[np.lexsort((guess, -pred[guess]))]
+            wanted = absent[guess]
+            for rank in wanted.nonzero()[0].tolist():
+                self.queue.push(nxt, int(guess[rank]), rank)
         return Placement(where)
 
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
     def victim(self, layer: int, expert: int, cache):
-        ok, found = self.arc.miss((layer, expert), full=True, eligible=lambda k: evictable(cache, *k))
+        resident, pinned = cache.resident, cache.pinned
+        ok, found = self.arc.miss((layer, expert), full=True,
+                                  eligible=lambda k: resident[k] and not pinned[k[0]])
         if not ok:
             return self.refuse(layer, expert)
         return found

@@ -78,14 +78,14 @@ class HybriMoE(OffloadPolicy):
         self.update_scores(layer, counts, signals.router_scores)
         on_gpu = two_ended(counts, present_row(cache, layer), self.ctx.costs, self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand_experts(layer, np.flatnonzero(on_gpu & ~cache.resident[layer]))
+        self.note_demand_experts(layer, (on_gpu & ~cache.resident[layer]).nonzero()[0])
         nxt = layer + 1
         if nxt < self.ctx.n_layers and self.k_prefetch > 0:
             row = self.score[nxt]
             top = np.argsort(-row, kind="stable")[: self.k_prefetch]    # ties: expert id
             absent = ~(cache.resident[nxt] | cache.inflight[nxt])
             wanted = (row[top] > 0) & absent[top]
-            for rank in np.flatnonzero(wanted).tolist():
+            for rank in wanted.nonzero()[0].tolist():
                 self.queue.push(nxt, int(top[rank]), rank)
         return Placement(where)
 
@@ -99,10 +99,10 @@ class HybriMoE(OffloadPolicy):
         def pick(l: int):
             if pinned[l]:
                 return None
-            idx = np.flatnonzero(resident[l])
+            idx = resident[l].nonzero()[0]
             if not len(idx):
                 return None
-            e = int(idx[np.argmin(score[l, idx])])
+            e = int(idx[score[l, idx].argmin()])
             return (l, e) if score[l, e] < limit else None
 
         found = self.donors.victim(layer, cache, self.current, pick)

@@ -26,10 +26,11 @@ class OnDemandLRU(OffloadPolicy):
         self.lru = LRUOrder(ctx.n_layers, ctx.n_experts)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        self.lru.touch(layer, np.flatnonzero((counts > 0) & cache.resident[layer]))
-        where = fetch_all_where(cache, layer, counts)
-        self.note_demand(layer, where, counts)
-        return Placement(where)
+        req = counts > 0
+        resident = cache.resident[layer]
+        self.lru.touch(layer, (req & resident).nonzero()[0])
+        self.note_demand_experts(layer, (req & ~resident).nonzero()[0])   # the FETCH entries
+        return Placement(fetch_all_where(cache, layer, counts))
 
     def victim(self, layer: int, expert: int, cache):
         found = self.lru.oldest_evictable(cache)

@@ -61,8 +61,8 @@ class MixtralOffload(OffloadPolicy):
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         req = counts > 0
         res = cache.resident[layer]
-        self.lru.touch(layer, np.flatnonzero(req & res))
-        self.note_demand_experts(layer, np.flatnonzero(req & ~res))
+        self.lru.touch(layer, (req & res).nonzero()[0])
+        self.note_demand_experts(layer, (req & ~res).nonzero()[0])
         where = fetch_all_where(cache, layer, counts)
         if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
             self._speculate(layer + 1, np.asarray(signals.next_pred), cache)
@@ -72,11 +72,13 @@ class MixtralOffload(OffloadPolicy):
         guess = requested(pred)
         guess = guess[np.lexsort((guess, -pred[guess]))][: self.n_prefetch].tolist()
         res, fly = cache.resident[nxt], cache.inflight[nxt]
+        cached = []
         for rank, e in enumerate(guess):
             if res[e]:
-                self.lru.touch(nxt, e)
+                cached.append(e)
             elif not fly[e]:
                 self.queue.push(nxt, e, rank)
+        self.lru.touch_each(nxt, cached)      # the cached guesses are used, in guess order
 
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))

@@ -70,9 +70,8 @@ class MoEInfinity(OffloadPolicy):
         self._refresh(layer)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        where = fetch_all_where(cache, layer, counts)
-        self.note_demand(layer, where, counts)
-        return Placement(where)
+        self.note_demand_experts(layer, ((counts > 0) & ~cache.resident[layer]).nonzero()[0])
+        return Placement(fetch_all_where(cache, layer, counts))
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
         self.eam[layer] += counts
@@ -92,7 +91,7 @@ class MoEInfinity(OffloadPolicy):
         score = np.where(self._seen[first:] & absent, self._prio[first:], -np.inf)
         if not score.size:
             return None
-        i = int(np.argmax(score))
+        i = int(score.argmax())
         best = score.flat[i]
         if best == -np.inf:
             return None
@@ -104,7 +103,7 @@ class MoEInfinity(OffloadPolicy):
     def _lowest(self, cache, below: float = np.inf):
         score = np.where(cache.resident, self._prio, np.inf)
         score[cache.pinned] = np.inf
-        i = int(np.argmin(score))
+        i = int(score.argmin())
         low = score.flat[i]
         return divmod(i, self.ctx.n_experts) if low < below and low != np.inf else None
 

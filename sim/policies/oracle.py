@@ -7,7 +7,7 @@ import numpy as np
 from sim.policies.base import Placement, Signals
 from sim.policies.belady import NEVER, FarthestHeap, NextUse
 from sim.policies.common import OffloadPolicy, gpu_where, present_row, requested
-from sim.policies.split import DEFAULT_CAP, best_split
+from sim.policies.split import DEFAULT_CAP, ExpertTimes, best_split
 
 
 class Oracle(OffloadPolicy):
@@ -65,6 +65,7 @@ class Oracle(OffloadPolicy):
         self.cursor = 0       # positions before it hold only present experts (prefetch scan)
         self.started = False
         self.split_memo: dict = {}   # best_split answers per layer shape (one cost table per run)
+        self.times = ExpertTimes(ctx.costs)
 
     def initial_residency(self) -> list[tuple[int, int]]:
         return self.index.first_uses(self.ctx.n_slots)
@@ -82,14 +83,14 @@ class Oracle(OffloadPolicy):
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         evictable = np.count_nonzero(cache.resident) - np.count_nonzero(cache.resident[cache.pinned])
         spare = cache.n_free + int(evictable)
-        wait = self.link_wait * self.ctx.costs.transfer_s if cache.inflight.any() else 0.0
+        wait = self.link_wait * self.ctx.costs.transfer_s if np.count_nonzero(cache.inflight) else 0.0
         on_gpu = best_split(counts, present_row(cache, layer), self.ctx.costs,
-                            max_fetch=spare, cap=self.split_cap, link_wait_s=wait, memo=self.split_memo)
+                            max_fetch=spare, cap=self.split_cap, link_wait_s=wait, memo=self.split_memo,
+                            times=self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand_experts(layer, np.flatnonzero(on_gpu & ~cache.resident[layer]))
+        self.note_demand_experts(layer, (on_gpu & ~cache.resident[layer]).nonzero()[0])
         self.pos = self.step * self.L + layer + 1
-        for e in requested(counts).tolist():
-            self.heap.push(layer, e, self.pos)
+        self.heap.push_many(layer, requested(counts).tolist(), self.pos)
         return Placement(where)
 
     def next_transfer(self, cache):

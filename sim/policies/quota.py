@@ -62,7 +62,7 @@ class QuotaVictims:
         key[cache.pinned] = never
         key[layer] = never
         while True:
-            donor = int(np.argmin(key))
+            donor = int(key.argmin())
             if key[donor] == never:
                 return None
             cand = pick(donor)

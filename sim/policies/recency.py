@@ -1,6 +1,8 @@
 """Recency (LRU bookkeeping) of every (layer, expert), as the tick of its last use."""
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 _NEVER_OLDEST = np.iinfo(np.int64).max
@@ -75,9 +77,12 @@ class LRUOrder(StampLRU):
     that lands (in ``on_transfer_done``). ``keep`` ([L, E] bool, None = all) marks the experts that
     may ever be candidates (e.g. not the static ones); the others never enter the log.
 
-    A scan resumes where the previous one stopped while the pinned layers and the ``avoid`` array
-    (by identity: a caller must not change one in place after passing it) are the same, since the
-    entries it passed stay ineligible until one of them changes or the expert is touched again.
+    Scans resume: an entry before the cursor is garbage, or was skipped as pinned or avoided
+    (kept per layer), or is pending a recheck. The state is the pinned layers and the ``avoid``
+    array of the last query (compared by identity: a caller must not change an array in place
+    after passing it). When a layer is unpinned or loses avoided experts, its skipped entries
+    become pending; nothing else before the cursor can have become eligible. Pending entries are
+    older than the cursor, so an eligible one is the answer.
     """
 
     def __init__(self, n_layers: int, n_experts: int, keep: np.ndarray | None = None) -> None:
@@ -87,17 +92,28 @@ class LRUOrder(StampLRU):
         self._keys: list[int] | None = None     # flat ids, oldest first
         self._ticks: list[int] = []             # the tick of each entry (stale when not the stamp)
         self._garbage = 0
+        self._restart()
+
+    def _restart(self) -> None:
         self._head = 0                          # entries before it are all stale
-        self._resume: tuple | None = None       # (avoid, pinned bytes, cursor, fallback cursor)
+        self._cursor = 0                        # where the next scan goes on (see above)
+        self._skipped: dict[int, list[int]] = {}   # layer -> its entries skipped before the cursor
+        self._pending: list[int] = []           # a heap of entries before the cursor to recheck
+        self._pins: np.ndarray | None = None    # the state the cursor holds for
+        self._pin_bytes = b""
+        self._pin_list: list[bool] = []
+        self._avoid: np.ndarray | None = None
+        self._avoid_set: set[int] | None = None
 
     def touch(self, layer: int, experts) -> None:
         self.tick += 1
         self.stamp[layer, experts] = self.tick
         if self._keys is None:
             return
-        base, keep, tick = layer * self.E, self._keep, self.tick
+        base, keep, tick, last = layer * self.E, self._keep, self.tick, self._last
         for e in _ascending(experts):
             k = base + e
+            last[k] = tick
             if keep is None or keep[k]:
                 self._keys.append(k)
                 self._ticks.append(tick)
@@ -113,34 +129,38 @@ class LRUOrder(StampLRU):
         idx = idx[np.argsort(self.stamp.reshape(-1)[idx], kind="stable")]
         self._keys = idx.tolist()
         self._ticks = self.stamp.reshape(-1)[idx].tolist()
+        self._last = self.stamp.reshape(-1).tolist()      # stamp as a list (kept by touch)
         self._garbage = 0
-        self._head = 0
+        self._restart()
 
     def _compact(self) -> None:
         """Drop stale entries (the log keeps its order); scans restart from the front."""
-        stamp = self.stamp.reshape(-1).tolist()
-        live = [(k, t) for k, t in zip(self._keys, self._ticks) if stamp[k] == t]
+        last = self._last
+        live = [(k, t) for k, t in zip(self._keys, self._ticks) if last[k] == t]
         self._keys = [k for k, _ in live]
         self._ticks = [t for _, t in live]
         self._garbage = 0
-        self._head = 0
-        self._resume = None
+        self._restart()
 
-    def _first(self, i: int, cache, avoid) -> int:
-        """Index of the first live, evictable entry from ``i`` that ``avoid`` does not mark (or
-        ``len``); marks the entries of experts no longer resident stale."""
-        keys, ticks = self._keys, self._ticks
-        stamp = self.stamp.reshape(-1)
+    def _first(self, i: int, cache, avoid: set | None, skipped: dict | None, pinned=None) -> int:
+        """Index of the first live, evictable entry from ``i`` whose flat id is not in ``avoid``
+        (or ``len``); marks the entries of experts no longer resident stale, and appends to
+        ``skipped`` (per layer) the entries passed for being pinned or avoided."""
+        keys, ticks, last = self._keys, self._ticks, self._last
         res = cache.resident.reshape(-1)
-        pinned = cache.pinned
+        if pinned is None:
+            pinned = cache.pinned.tolist()
         E, n = self.E, len(keys)
         i = max(i, self._head)
         while i < n:
             k = keys[i]
-            if ticks[i] == stamp[k]:
+            if ticks[i] == last[k]:
                 if res[k]:
-                    if not pinned[k // E] and (avoid is None or not avoid[k]):
+                    l = k // E
+                    if not pinned[l] and (avoid is None or k not in avoid):
                         return i
+                    if skipped is not None:
+                        skipped.setdefault(l, []).append(i)
                     i += 1
                     continue
                 ticks[i] = -1                    # dropped: a later landing appends it again
@@ -150,6 +170,49 @@ class LRUOrder(StampLRU):
             i += 1
         return n
 
+    def _sync_state(self, cache, avoid) -> None:
+        """Make pending the skipped entries of layers that may have become eligible since the last
+        query (unpinned, or with fewer avoided experts)."""
+        pins = cache.pinned
+        if self._pins is None:
+            self._cursor, self._skipped, self._pending = self._head, {}, []
+        else:
+            lifted = set((self._pins & ~pins).nonzero()[0].tolist())
+            old = self._avoid
+            if old is not avoid and old is not None:
+                gone = old if avoid is None else old & ~avoid
+                lifted.update(gone.any(axis=1).nonzero()[0].tolist())
+            for l in lifted:
+                for i in self._skipped.pop(l, ()):
+                    heapq.heappush(self._pending, i)
+        self._pins = pins.copy()
+        self._pin_bytes = self._pins.tobytes()
+        self._pin_list = self._pins.tolist()
+        if avoid is not self._avoid or self._avoid_set is None:
+            self._avoid_set = None if avoid is None else set(np.flatnonzero(avoid).tolist())
+        self._avoid = avoid
+
+    def _first_pending(self, cache) -> int | None:
+        """The oldest pending entry that is eligible now; ineligible ones go back to ``skipped``
+        and garbage is dropped."""
+        pending, keys, ticks, last = self._pending, self._keys, self._ticks, self._last
+        res = cache.resident.reshape(-1)
+        pinned, avoid, E = self._pin_list, self._avoid_set, self.E
+        while pending:
+            i = pending[0]
+            k = keys[i]
+            if ticks[i] == last[k]:
+                if res[k]:
+                    l = k // E
+                    if not pinned[l] and (avoid is None or k not in avoid):
+                        return i
+                    self._skipped.setdefault(l, []).append(i)
+                else:
+                    ticks[i] = -1
+                    self._garbage += 1
+            heapq.heappop(pending)
+        return None
+
     def oldest_evictable(self, cache, avoid: np.ndarray | None = None,
                          fallback: bool = False) -> tuple[int, int] | None:
         """The least recently used evictable expert (resident, layer not pinned, in ``keep``) that
@@ -157,20 +220,14 @@ class LRUOrder(StampLRU):
         avoided, the least recently used evictable one. None when there is none."""
         if self._keys is None:
             self._build(cache)
-        pins = cache.pinned.tobytes()
-        r = self._resume
-        if r is not None and r[0] is avoid and r[1] == pins:
-            start, start_any = r[2], r[3]
-        else:
-            start = start_any = 0
-        av = None if avoid is None else avoid.reshape(-1)
-        i = self._first(start, cache, av)
-        j = start_any
-        found = i
-        if i == len(self._keys) and fallback and av is not None:
-            j = self._first(start_any, cache, None)
-            found = j
-        self._resume = (avoid, pins, i, j)
+        if self._pins is None or avoid is not self._avoid or cache.pinned.tobytes() != self._pin_bytes:
+            self._sync_state(cache, avoid)
+        found = self._first_pending(cache)
+        if found is None:
+            found = self._cursor = self._first(self._cursor, cache, self._avoid_set, self._skipped,
+                                               self._pin_list)
+        if found == len(self._keys) and fallback and avoid is not None:
+            found = self._first(self._head, cache, None, None, self._pin_list)
         if found == len(self._keys):
             return None
         return divmod(self._keys[found], self.E)
@@ -179,9 +236,10 @@ class LRUOrder(StampLRU):
         """How many experts are evictable now (resident, layer not pinned, in ``keep``)."""
         if self._keys is None:
             self._build(cache)
-        count, i, n = 0, 0, len(self._keys)
+        count, i, n = 0, self._head, len(self._keys)
+        pinned = cache.pinned.tolist()
         while True:
-            i = self._first(i, cache, None)
+            i = self._first(i, cache, None, None, pinned)
             if i == n:
                 return count
             count += 1
@@ -207,12 +265,26 @@ class LayerLRUOrder(StampLRU):
             order.pop(e, None)
             order[e] = None
 
+    def touch_each(self, layer: int, experts: list[int]) -> None:
+        """Touch the distinct ``experts`` of ``layer`` one after another (one tick each): the same
+        as calling :meth:`touch` for each, in order."""
+        if not experts:
+            return
+        first = self.tick + 1
+        self.tick += len(experts)
+        self.stamp[layer, experts] = np.arange(first, self.tick + 1)
+        if self._orders is not None:
+            order = self._orders[layer]
+            for e in experts:
+                order.pop(e, None)
+                order[e] = None
+
     def oldest_evictable_in(self, layer: int, cache) -> int | None:
         """The least recently used evictable expert of ``layer``, or None (also when it is pinned)."""
         if self._orders is None:
             self._orders = []
             for l in range(self.stamp.shape[0]):
-                idx = np.flatnonzero(cache.resident[l])
+                idx = cache.resident[l].nonzero()[0]
                 idx = idx[np.argsort(self.stamp[l, idx], kind="stable")]
                 self._orders.append(dict.fromkeys(idx.tolist()))
         if cache.pinned[layer]:

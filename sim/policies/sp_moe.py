@@ -89,8 +89,8 @@ class SPMoE(OffloadPolicy):
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         req = counts > 0
         resident = cache.resident[layer]
-        self.lru.touch(layer, np.flatnonzero(req & resident))
-        self.note_demand_experts(layer, np.flatnonzero(req & ~resident))
+        self.lru.touch(layer, (req & resident).nonzero()[0])
+        self.note_demand_experts(layer, (req & ~resident).nonzero()[0])
         return Placement(fetch_all_where(cache, layer, counts))
 
     def next_transfer(self, cache):

@@ -50,7 +50,7 @@ def split_time(counts: np.ndarray, on_gpu: np.ndarray, present: np.ndarray, cost
 def _classes(counts, present):
     """Group requested experts by (present, tokens): present classes first, then non-present by
     tokens descending (the fetch order). Returns (keys, members)."""
-    req = np.flatnonzero(counts > 0)
+    req = (counts > 0).nonzero()[0]
     groups: dict[tuple[bool, int], list[int]] = {}
     for e, p, n in zip(req.tolist(), present[req].tolist(), counts[req].tolist()):
         groups.setdefault((p, int(n)), []).append(e)
@@ -58,13 +58,17 @@ def _classes(counts, present):
     return keys, [groups[k] for k in keys]
 
 
-def _class_costs(keys, costs: CostTable):
+def _class_costs(keys, costs: CostTable, times: ExpertTimes | None = None):
     """Per class: present flags, GPU and CPU time of one expert, and the non-present classes."""
-    n = np.array([k[1] for k in keys])
     pres = np.array([k[0] for k in keys], dtype=bool)
-    g = np.asarray(costs.gpu(n), dtype=float)
-    c = np.asarray(costs.cpu(n), dtype=float)
-    return pres, g, c, np.flatnonzero(~pres).tolist()
+    if times is not None:
+        ns = [k[1] for k in keys]
+        g, c = np.array(times.gpu(ns), dtype=float), np.array(times.cpu(ns), dtype=float)
+    else:
+        n = np.array([k[1] for k in keys])
+        g = np.asarray(costs.gpu(n), dtype=float)
+        c = np.asarray(costs.cpu(n), dtype=float)
+    return pres, g, c, (~pres).nonzero()[0].tolist()
 
 
 def _evaluate(X: np.ndarray, keys, sizes: np.ndarray, costs: CostTable, max_fetch: float, wait: float,
@@ -91,10 +95,10 @@ def _evaluate(X: np.ndarray, keys, sizes: np.ndarray, costs: CostTable, max_fetc
     xg = Xf * gf
     first = wait + (j0 + 1) * tau + xg
     last = wait + (j0 + Xf) * tau + gf
-    reach = np.maximum(first, last)
-    moved = Xf > 0
+    # A block with no fetch leaves t as it is: t + 0.0 == t and max(t, -inf) == t (t >= 0).
+    reach = np.where(Xf > 0, np.maximum(first, last), -np.inf)
     for b in range(len(fetched)):
-        t = np.where(moved[:, b], np.maximum(t + xg[:, b], reach[:, b]), t)
+        t = np.maximum(t + xg[:, b], reach[:, b])
     total = j0[:, -1] + Xf[:, -1]
     obj = np.maximum(cpu, t)
     obj = np.where(total <= max_fetch, obj, np.inf)
@@ -109,7 +113,7 @@ def _best_row(X, keys, sizes, costs, max_fetch, wait, class_costs=None):
 
 def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
                max_fetch: int | None = None, cap: int = DEFAULT_CAP, link_wait_s: float = 0.0,
-               memo: dict | None = None) -> np.ndarray:
+               memo: dict | None = None, times: ExpertTimes | None = None) -> np.ndarray:
     """The GPU/CPU assignment of one layer minimising :func:`split_time`; ``[E]`` bool, True = GPU.
 
     Experts with equal (present, tokens) are interchangeable, so the search runs over how many of
@@ -123,6 +127,7 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
     ``memo``: a dict the caller keeps for one cost table (e.g. per policy run). The answer depends
     only on the classes, their sizes, ``min(max_fetch, non-present experts)``, ``cap`` and
     ``link_wait_s``, so a repeated layer shape reuses the class-count vector found before.
+    ``times``: the same costs as an :class:`ExpertTimes` (faster for a caller that keeps one).
     """
     counts = np.asarray(counts)
     present = np.asarray(present, dtype=bool)
@@ -145,7 +150,7 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
         X = np.indices(tuple(sizes + 1)).reshape(len(sizes), -1).T
         best, _ = _best_row(X, keys, sizes, costs, limit, link_wait_s)
     else:
-        best = _local_search(counts, present, costs, keys, members, sizes, limit, link_wait_s)
+        best = _local_search(counts, present, costs, keys, members, sizes, limit, link_wait_s, times)
     best = [int(x) for x in best]
     if key is not None:
         memo[key] = best
@@ -160,11 +165,11 @@ def _mark(on_gpu: np.ndarray, best: list[int], members: list[list[int]]) -> None
             on_gpu[group[:x]] = True
 
 
-def _local_search(counts, present, costs, keys, members, sizes, limit, wait):
+def _local_search(counts, present, costs, keys, members, sizes, limit, wait, times=None):
     """Steepest descent over class-count vectors (moves of +-1 in one class)."""
-    cc = _class_costs(keys, costs)
+    cc = _class_costs(keys, costs, times)
     pres = cc[0]
-    greedy = two_ended(counts, present, costs)
+    greedy = two_ended(counts, present, costs, times)
     starts = np.array([np.where(pres, sizes, 0),
                        [int(greedy[m].sum()) for m in members]])
     best, best_obj = _best_row(starts, keys, sizes, costs, limit, wait, cc)
@@ -212,7 +217,7 @@ def two_ended(counts: np.ndarray, present: np.ndarray, costs: CostTable,
     counts = np.asarray(counts)
     present = np.asarray(present, dtype=bool)
     on_gpu = np.zeros(len(counts), dtype=bool)
-    req = np.flatnonzero(counts > 0)
+    req = (counts > 0).nonzero()[0]
     if not req.size:
         return on_gpu
     n = counts[req].astype(np.int64)

@@ -11,7 +11,7 @@ import numpy as np
 from sim.policies.base import CPU, GPU, Placement, Policy, Signals
 from sim.policies.common import OffloadPolicy, gpu_where, present_row
 from sim.policies.recency import LRUOrder
-from sim.policies.split import best_split
+from sim.policies.split import ExpertTimes, best_split
 from sim.policies.static_sets import layer_experts, most_popular, whole_layers
 
 
@@ -93,6 +93,7 @@ class Fiddler(OffloadPolicy):
             self.static_mask[l, e] = True
         self.lru = LRUOrder(ctx.n_layers, ctx.n_experts, keep=~self.static_mask)   # the temporary copies
         self.split_memo: dict = {}
+        self.times = ExpertTimes(ctx.costs)
 
     def initial_residency(self) -> list[tuple[int, int]]:
         return list(self.static)
@@ -101,9 +102,9 @@ class Fiddler(OffloadPolicy):
         spare = cache.n_free + self.lru.evictable_count(cache)
         present = present_row(cache, layer)
         on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=min(spare, self.fetch_slots),
-                            memo=self.split_memo)
+                            memo=self.split_memo, times=self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand_experts(layer, np.flatnonzero(on_gpu & ~cache.resident[layer]))
+        self.note_demand_experts(layer, (on_gpu & ~cache.resident[layer]).nonzero()[0])
         return Placement(where)
 
     def victim(self, layer: int, expert: int, cache):

@@ -1,6 +1,6 @@
 """Reading result files and choosing the rows each table or figure uses.
 
-Everything here works on the result-row schema of DESIGN 3.4 (``sim.results.REQUIRED`` plus the
+Everything here works on the result-row result-row schema (``sim.results.REQUIRED`` plus the
 optional columns the report uses when present).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU validation on one machine (DESIGN 6, rung 5): profile this machine, run MoE-SpAc and
+# GPU validation on one machine: profile this machine, run MoE-SpAc and
 # llama.cpp-w/SD for real on a synthetic model of Qwen3-30B-A3B's shape, replay the captured
 # traces in the simulator with the measured tables, print the diff tables.
 #

@@ -34,7 +34,7 @@ class Counters:
     step_s: list = field(default_factory=list)    # per step wall time
 
     def row(self) -> dict:
-        """The derived result-row columns (DESIGN 3.4)."""
+        """The derived result-row columns."""
         d = max(self.decode_s, 1e-30)
         execs = max(1, self.gpu_execs + self.cpu_execs)
         needed = self.prefetch_useful + (self.requests - self.hits)

@@ -1,4 +1,4 @@
-"""Result rows (DESIGN 3.4) on disk: one Parquet file per output folder, written atomically.
+"""Result rows on disk: one Parquet file per output folder, written atomically.
 
 Rows are appended by rewriting the file through a temporary file and a rename, so an interrupted
 sweep never leaves a corrupt table; :func:`done_keys` lets a sweep resume where it stopped.

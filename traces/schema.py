@@ -1,4 +1,4 @@
-"""The trace contract (DESIGN 3.1): token routing plus an optional speculative-decoding record.
+"""The trace contract: token routing plus an optional speculative-decoding record.
 
 A trace holds, for every generated token position ``t`` and MoE layer ``l``, the target model's
 top-k expert ids ``experts[t, l, :]`` (int16, shape ``[T, L, k]``), optionally the gate weights,

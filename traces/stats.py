@@ -1,4 +1,4 @@
-"""Routing statistics of a trace or a workload set (DESIGN 6, rung 3).
+"""Routing statistics of a trace or a workload set.
 
 Each MoE layer is its own sequence of top-k sets. For a set of traces (one request each) every
 count is pooled over the traces, and every cache starts cold at the start of each trace.

@@ -1,4 +1,4 @@
-"""The policy protocol (DESIGN 3.3): pure decision objects called by both executors.
+"""The policy protocol: pure decision objects called by both executors.
 
 An executor (the SimPy engine in :mod:`sim.engine`, the live PyTorch engine in :mod:`real`) owns
 time and moves bytes. A policy owns decisions and never reads a clock, never imports SimPy or

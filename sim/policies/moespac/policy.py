@@ -1,6 +1,6 @@
 """MoE-SpAc as a policy: estimator -> balancer -> one utility for prefetch and eviction.
 
-Per verify pass of layer ``l`` (DESIGN 4):
+Per verify pass of layer ``l``:
 
 * ``on_layer_start``: queued prefetches of ``l`` are stale and dropped; ``l``'s resident experts
   are pinned (score K+1).

@@ -43,6 +43,7 @@ class LazySignals(Signals):
         self._next_acc, self._draft_acc, self._rows = next_acc, draft_acc, next_pred_rows
         self.layer = 0
         self._draft = None
+        self._next: dict[int, np.ndarray | None] = {}
 
     @property
     def draft_pred(self) -> np.ndarray:
@@ -53,6 +54,12 @@ class LazySignals(Signals):
 
     @property
     def next_pred(self) -> np.ndarray | None:
+        """The prediction for layer ``layer + 1``, drawn once per layer (reading it again returns the same)."""
+        if self.layer not in self._next:
+            self._next[self.layer] = self._predict_next()
+        return self._next[self.layer]
+
+    def _predict_next(self) -> np.ndarray | None:
         c = self._counts[self._step]
         nxt = self.layer + 1
         if nxt >= c.shape[0]:

@@ -97,3 +97,16 @@ def test_same_config_same_result():
     a, _ = simulate(FetchFIFO(prefetch=[(1, 1)]), trace, 10, 2)
     b, _ = simulate(FetchFIFO(prefetch=[(1, 1)]), trace, 10, 2)
     assert a.row() == b.row()
+
+
+def test_a_prediction_read_twice_is_the_same_draw():
+    from sim.signals import LazySignals
+
+    counts = np.zeros((1, 3, 16), dtype=np.uint8)
+    counts[0, 1, [1, 2, 3, 4]] = 1
+    sig = LazySignals(counts, 0, np.random.default_rng(0), next_acc=0.5, draft_acc=0.5)
+    first = sig.next_pred
+    assert all((sig.next_pred == first).all() for _ in range(5))
+    assert first.sum() == 4
+    sig.layer = 2
+    assert sig.next_pred is None

@@ -14,7 +14,7 @@ from sim.policies.base import Signals
 
 # Defaults when a policy states no accuracy: next-layer gate prediction about 0.9 (Fate reports ~97%
 # with cross-layer gate inputs, an MLP predictor on Mixtral reaches 73% top-2: docs/sources.md);
-# draft-based prediction 0.88 (SP-MoE top-1 expert prediction 88-89%, paper notes §8).
+# draft-based prediction 0.88 (SP-MoE top-1 expert prediction 88-89%, source S3 in docs/sources.md).
 NEXT_LAYER_ACCURACY = 0.90
 DRAFT_ACCURACY = 0.88
 

@@ -32,7 +32,7 @@ class MixtralOffload(OffloadPolicy):
             of the next layer's gate, i.e. top-k).
         next_layer_accuracy: accuracy of the guess when the trace records none (the executor
             reads this attribute to synthesise ``next_pred``); default 0.85, the middle of the
-            ">80-90% correct prefetch" a secondary summary of the report gives (peers.md; the
+            ">80-90% correct prefetch" a secondary summary of the report gives (docs/sources.md; the
             repository lists speculative loading as not yet released).
     """
 

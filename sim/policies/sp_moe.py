@@ -33,7 +33,7 @@ class SPMoE(OffloadPolicy):
         cutoff_layer: a fixed cutoff instead of the derived one (default null = derived).
         draft_accuracy: accuracy of the draft-based prediction when the trace records none (the
             executor reads this attribute to synthesise ``draft_pred``); default 0.88, SP-MoE's
-            top-1 expert prediction accuracy of about 88-89% (paper notes section 8, via S3).
+            top-1 expert prediction accuracy of about 88-89% (source S3 in docs/sources.md).
     """
 
     speculative = True

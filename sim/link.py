@@ -19,7 +19,6 @@ class Link:
         self.env, self.engine = env, engine
         self.demand: deque = deque()
         self.busy_s = 0.0
-        self.n_transfers = 0
         self.landing: dict[tuple[int, int], simpy.Event] = {}
         self._idle: simpy.Event | None = None
         self.prefetch_enabled = True
@@ -75,7 +74,6 @@ class Link:
             self.busy_until = start + dur
             yield env.timeout(dur)
             self.busy_s += dur
-            self.n_transfers += 1
             if not stream:
                 for e in experts:
                     del self.landing[(layer, e)]

@@ -18,7 +18,6 @@ def policy_names() -> list[str]:
     return preset_names("policy")
 
 
-POLICIES = policy_names
 
 
 @lru_cache(maxsize=None)

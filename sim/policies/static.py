@@ -70,6 +70,7 @@ class LlamaCppSpec(LlamaCppStatic):
 
     Parameters:
         gpu_layers: as :class:`LlamaCppStatic` (default ``"last"``, ``--n-cpu-moe`` placement).
+        n_cpu_moe: as :class:`LlamaCppStatic` (``--n-cpu-moe N``; None: ``cache_ratio`` decides).
     """
 
     speculative = True

@@ -82,6 +82,6 @@ FORMATS_OF = {
     "mixtral_8x7b": {"precision": "f16"},
     "deepseek_v2_lite": {"precision": "f16"},
     "deepseek_v3": {"precision": "fp8"},        # released in FP8 (128x128 block scales)
-    "gpt_oss_20b": {"precision": "bf16", "quant": "mxfp4"},    # released with MXFP4 experts, BF16 rest
-    "gpt_oss_120b": {"precision": "bf16", "quant": "mxfp4"},
+    "gpt_oss_20b": {"precision": "bf16", "quant": "mxfp4", "quant_dense": "bf16"},   # MXFP4 experts, BF16 rest
+    "gpt_oss_120b": {"precision": "bf16", "quant": "mxfp4", "quant_dense": "bf16"},
 }

@@ -30,6 +30,8 @@ def run_all(fn: Callable, items: list, n_jobs: int = 1, backend: str = "loky",
             address: str | None = None) -> Iterator:
     """``fn(item)`` for every item, yielded as each finishes."""
     check_backend(backend, address)
+    if not items:
+        return iter(())
     if backend == "ray":
         return _ray(fn, items, n_jobs, address)
     if n_jobs == 1 or len(items) <= 1:

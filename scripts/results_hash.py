@@ -49,7 +49,7 @@ def first_difference(new: pd.DataFrame, ref: pd.DataFrame, columns: list[str]) -
         return f"{int((m['_merge'] != 'both').sum())} rows present in only one file"
     for c in (c for c in columns if c not in keys):
         a, b = m[f"{c}_ref"], m[f"{c}_new"]
-        bad = ~((a == b) | (a.isna() & b.isna()))
+        bad = a.map(_cell) != b.map(_cell)         # bit-exact, NaN equal to NaN, arrays too
         if bad.any():
             i = bad.idxmax()
             return f"{c} differs at {dict(m.loc[i, keys])}: {a[i]!r} vs {b[i]!r}"

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import sys
 
-COMMANDS = {"run": "run_command", "sweep": "sweep_command"}
+COMMANDS = {"run": "run_command", "sweep": "sweep_command", "plan": "plan_command"}
 USAGE = """usage: python -m sim {run,sweep} [key=value ...] [-m] [hydra/launcher=joblib]
   run    one policy on one workload:  python -m sim run policy=moespac workload=gsm8k cache_ratio=0.17
   sweep  every policy x workload:     python -m sim sweep cache_ratio=0.17
          a named experiment:          python -m sim sweep experiment=paper_qwen3
+  plan   the fastest placement that fits, with the engine flags:  python -m sim plan quant=q4_k_m gpu=rtx2080 context=4096
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
 
 
@@ -27,6 +28,8 @@ def main() -> None:
         sys.exit(USAGE)
     command = sys.argv.pop(1)
     sys.argv[1:] = _format_flag(expand_hf(sys.argv[1:]))
+    if command == "plan":
+        from sim.plan.command import cli_args; sys.argv[1:] = cli_args(sys.argv[1:])  # noqa: E702
     import hydra
 
     from sim import cli

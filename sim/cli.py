@@ -92,3 +92,10 @@ def sweep_command(cfg: DictConfig) -> None:
     print(tps_table(df, exp["name"], str(cfg.format)))
     # a machine-readable table stays alone on stdout
     print(f"results: {out / 'results.parquet'} ({len(df)} runs)", file=sys.stdout if cfg.format == "text" else sys.stderr)
+
+
+def plan_command(cfg: DictConfig) -> list:
+    """``python -m sim plan``: see :mod:`sim.plan.command`."""
+    from sim.plan.command import plan_command as plan
+
+    return plan(cfg)

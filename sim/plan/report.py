@@ -121,8 +121,8 @@ def figure(path: Path, cands: list[Candidate], title: str, measured: tuple | Non
         if ok:
             limit = min(c.value for c in ok)
             ax.axvline(limit - 0.5, color=color, ls="--", lw=1)
-            ax.annotate(f"VRAM limit ({ok[0].plan.vram / GIB:.1f} GiB): N >= {limit}", (limit - 0.5, ax.get_ylim()[1]),
-                        rotation=90, va="top", ha="right", fontsize=8, color=color)
+            ax.text(limit - 0.5, 0.5, f"VRAM limit ({ok[0].plan.vram / GIB:.1f} GiB): N >= {limit}", rotation=90,
+                    va="center", ha="right", fontsize=8, color=color, transform=ax.get_xaxis_transform())
     for i, c in enumerate(c for c in cands if c.engine == "dynamic"):
         ax.axhline(c.tps, color=f"C{i + 3}", ls=":", lw=1, label=f"{c.policy} ({c.value} slots)")
     if measured:

@@ -119,3 +119,16 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, arg, words):
     p = _plan(arg, f"out={tmp_path}", cwd=tmp_path)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert all(w in p.stderr for w in words), p.stderr
+
+
+def test_plan_on_a_trace_file_prices_its_routing(tmp_path):
+    """trace=: the user's own routing (here a saved synthetic trace) is what every placement is priced on."""
+    from traces.io import load_trace, save_trace
+    from traces.synth import synthesize
+
+    path = save_trace(synthesize("qwen3_30b_a3b", "humaneval", TOKENS + 1, 3), tmp_path / "mine.npz")
+    table = StaticTable(setting(trace=load_trace(path)), "llamacpp")
+    ours = table.tps(table.decode_s(table.policy_mask(12 * 128, n_cpu_moe=36)))
+    row = run_one(policy="llamacpp", hardware=HW, quant="q4_k_m", gen_tokens=TOKENS, trace=str(path),
+                  policy_args={"n_cpu_moe": 36}).row
+    assert ours == pytest.approx(row["tps"], rel=1e-9)

@@ -83,6 +83,7 @@ def plan_command(cfg: DictConfig) -> list:
 
 def _plan(cfg: DictConfig) -> list:
     from sim.cli import _choice, _output_dir, _specs
+    from sim.runner import _check_trace
     from traces.io import load_trace
 
     wall = time.perf_counter()
@@ -95,6 +96,7 @@ def _plan(cfg: DictConfig) -> list:
     opts = check(cfg, m.n_layers)
     if cfg.trace:
         setting.trace = load_trace(str(cfg.trace))
+        _check_trace(setting.trace, m)
     cands = enumerate_all(setting, opts["engines"], opts["dynamic"], opts["dynamic_sd"])
     wall = time.perf_counter() - wall
     out = _output_dir(cfg)
@@ -143,6 +145,8 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
     lines += ["", f"best: {report.describe(best, m.n_layers)}: {best.tps:.1f} tok/s predicted",
               "  " + report.command(best, m.n_layers, m.n_dense_layers, cfg.context, m.expert_quant, _sim_args()),
               f"  VRAM {report.vram_parts(best)}"]
+    if best.engine == "dynamic":
+        lines.append("  (a simulated policy: no released engine runs it; the 'or' lines are engine flags)")
     for c in ranked[1:opts["top"]]:
         if c.engine != "dynamic":
             lines.append(f"  or {c.tps:.1f} tok/s: "
@@ -153,10 +157,11 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
         lines.append(f"llama.cpp --n-cpu-moe {n}: predicted {pred.tps:.1f} tok/s, measured {tps:g} tok/s "
                      f"({100 * (pred.tps / tps - 1):+.0f}%); {'fits' if pred.fits else 'does not fit'} in "
                      f"{pred.plan.vram / GIB:.1f} GiB")
-    if best.engine == "dynamic":
-        lines.append("  (a simulated policy: no released engine runs it; the 'or' lines are the engine flags)")
     runtimes = sorted({c.runtime for c in ranked[:opts["top"]]})
-    lines.append("how sure: " + "; ".join(f"{r}: {report.confidence(r)}" for r in runtimes))
+    said: dict = {}
+    for r in runtimes:
+        said.setdefault(report.confidence(r), []).append(r)
+    lines.append("how sure: " + "; ".join(f"{', '.join(rs)}: {text}" for text, rs in said.items()))
     if "llama_cpp" in opts["engines"] and not gpu_layers_supported():
         lines.append("not enumerated: -ngl N below the layer count (attention on the CPU) is not modelled by this build")
     return "\n".join(lines)

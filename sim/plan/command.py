@@ -21,10 +21,20 @@ PLAN_ONLY = ("engines", "top", "measured", "out", "dynamic", "dynamic_sd")
 LIST_KEYS = ("engines=", "dynamic=", "dynamic_sd=")
 
 
+GROUPS = ("hardware", "gpu", "host", "link", "runtime", "model", "draft", "workload")
+
+
 def cli_args(args: list[str]) -> list[str]:
-    """``engines=a,b`` -> ``engines=[a,b]`` (a comma is a Hydra sweep otherwise)."""
+    """``engines=a,b`` -> ``engines=[a,b]`` (a comma is a Hydra sweep otherwise); an unknown preset
+    name stops here with one line and exit status 2 (Hydra's own message spans many)."""
+    from sim.paths import preset_names
+
     out = []
     for a in args:
+        group, _, name = a.partition("=")
+        if group in GROUPS and name not in preset_names(group):
+            print(f"error: {group}={name}: allowed values are {', '.join(preset_names(group))}", file=sys.stderr)
+            sys.exit(2)
         key = next((k for k in LIST_KEYS if a.startswith(k)), None)
         value = a[len(key):] if key else ""
         out.append(f"{key}[{value}]" if key and "," in value and not value.startswith("[") else a)

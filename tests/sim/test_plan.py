@@ -114,7 +114,8 @@ def test_cli_llmfit_point(tmp_path):
 
 @pytest.mark.parametrize("arg,words", [("context=-5", ["context=-5", "1..1048576"]),
                                        ("engines=llama_cpp,vllm", ["engines=llama_cpp,vllm", "llama_cpp, ktransformers, dynamic"]),
-                                       ("measured=60:30", ["measured=60:30", "0..48"])])
+                                       ("measured=60:30", ["measured=60:30", "0..48"]),
+                                       ("gpu=rtx9999", ["gpu=rtx9999", "rtx2080"])])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, arg, words):
     p = _plan(arg, f"out={tmp_path}", cwd=tmp_path)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -1,7 +1,17 @@
-"""``python -m sim run|sweep [key=value ...]`` (Hydra: ``-m`` multirun and launchers work)."""
+"""``python -m sim run|sweep [key=value ...]`` (Hydra: ``-m`` multirun and launchers work).
+
+Before Hydra composes anything, the command line is checked (:func:`precheck`): unknown top-level
+keys (also ``+key=``) are refused with the nearest valid ones, every value of a key with a rule in
+:mod:`sim.user_input` (each value of a multirun sweep too) is type- and range-checked, and ``out=``
+must be creatable. User mistakes print one ``error:`` line and exit with status 2, never a traceback;
+a failed job of a multirun is reported by name and the other jobs still write their results.
+"""
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 COMMANDS = {"run": "run_command", "sweep": "sweep_command"}
 USAGE = """usage: python -m sim {run,sweep} [key=value ...] [-m] [hydra/launcher=joblib]
@@ -9,27 +19,105 @@ USAGE = """usage: python -m sim {run,sweep} [key=value ...] [-m] [hydra/launcher
   sweep  every policy x workload:     python -m sim sweep cache_ratio=0.17
          a named experiment:          python -m sim sweep experiment=paper_qwen3
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
+ERRORS_ENV = "SIM_MULTIRUN_ERRORS"
+MULTIRUN = ("-m", "--multirun")
+
+
+def _values(override) -> list:
+    return list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+
+
+def precheck(command: str, args: list[str]) -> None:
+    """Refuse bad overrides before Hydra runs (raises :class:`sim.user_input.UserInputError`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from sim.paths import CONF_DIR
+    from sim.user_input import RULES, UserInputError, check, refuse_unknown
+    from traces.atomic import OutputPathError, check_writable
+
+    overrides = [a for a in args if not a.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # Hydra reports its own grammar errors
+        return
+    own = OmegaConf.load(CONF_DIR / f"{command}.yaml")
+    valid = (set(own) - {"defaults"}) | {p.name for p in CONF_DIR.iterdir() if p.is_dir()} | {"hydra"}
+    out = str(own.get("out"))
+    for o in parsed:
+        key = o.key_or_group
+        if key.startswith("hydra") or o.is_delete():
+            continue
+        refuse_unknown([key.split(".")[0].split("/")[0]], valid, f"sim {command}")
+        if key in RULES:
+            for v in _values(o):
+                check(key, v)
+        if key == "out":
+            out = str(o.value())
+    if "${" not in out:
+        try:
+            check_writable(out, "out", kind="dir")
+        except OutputPathError as exc:
+            raise UserInputError(str(exc)) from None
+
+
+def _report_multirun_errors(path: str) -> None:
+    lines = [l for l in Path(path).read_text().splitlines() if l.strip()] if os.path.exists(path) else []
+    os.unlink(path) if os.path.exists(path) else None
+    if lines:
+        print(f"error: {len(lines)} job(s) of the multirun failed (the others wrote their results):",
+              file=sys.stderr)
+        for l in lines:
+            print(f"  {l}", file=sys.stderr)
+        sys.exit(2)
 
 
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(USAGE)
     command = sys.argv.pop(1)
+    rest = sys.argv[1:]
+    flags = [a for a in rest if a in MULTIRUN]
+    sys.argv[1:] = flags + [a for a in rest if a not in MULTIRUN]   # -m anywhere, as the usage shows
+    sys.argv[0] = f"python -m sim {command}"
     import hydra
 
     from sim import cli
     from sim.config import ConfigError
     from sim.paths import CONF_DIR
+    from traces.atomic import BusyError
+    from traces.errors import TraceError
 
+    try:
+        precheck(command, sys.argv[1:])
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     task = getattr(cli, COMMANDS[command])
+    if flags:
+        fd, errors = tempfile.mkstemp(prefix="sim-multirun-", suffix=".log")
+        os.close(fd)
+        os.environ[ERRORS_ENV] = errors
 
     def guarded(cfg):
         try:
             return task(cfg)
-        except (ConfigError, KeyError, ValueError) as exc:
-            sys.exit(f"error: {exc}")
+        except (ConfigError, TraceError, BusyError, KeyError, ValueError, OSError) as exc:
+            msg = f"error: {exc}" if not isinstance(exc, KeyError) else f"error: {exc.args[0]}"
+            log = os.environ.get(ERRORS_ENV)
+            if log is None:
+                print(msg, file=sys.stderr)
+                sys.exit(2)
+            from hydra.core.hydra_config import HydraConfig
+            job = ",".join(HydraConfig.get().overrides.task)
+            print(f"{msg} (job {job})", file=sys.stderr, flush=True)
+            with open(log, "a") as f:
+                f.write(f"{job}: {msg}\n")
+            return None
 
     hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command)(guarded)()
+    if flags:
+        _report_multirun_errors(os.environ[ERRORS_ENV])
 
 
 if __name__ == "__main__":

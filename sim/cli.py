@@ -1,21 +1,47 @@
-"""The ``python -m sim run|sweep`` commands (Hydra task functions)."""
+"""The ``python -m sim run|sweep`` commands (Hydra task functions).
+
+Every input is checked before any work (:mod:`sim.user_input`); a spec changed on the command line
+is named after its changes (``rtx4090_pcie4[pcie_h2d_gbs=50]``); a results folder whose
+``config.yaml`` differs from this command's is refused, naming the differing keys, unless
+``append=true``; one writer at a time holds a folder's results file (:func:`traces.atomic.writer_lock`).
+"""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from traces.io import atomic_write_bytes
+from sim.user_input import UserInputError, check_all, check_policy_params, refuse_unknown
+from traces.atomic import atomic_write_bytes, writer_lock
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
             "context", "timeline")
+SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance")
+SPEC_GROUPS = ("hardware", "model", "draft")
+EXPERIMENT_KEYS = ("name", "policies", "workloads", "grid", "description")
+VOLATILE = ("out", "n_jobs", "resume", "append", "timeline")   # do not change a run's numbers
 
 
-def _choice(group: str) -> str:
+def _choice(group: str) -> str | None:
     """The preset name chosen for a config group (e.g. ``policy=moespac``)."""
     from hydra.core.hydra_config import HydraConfig
 
-    return HydraConfig.get().runtime.choices[group]
+    try:
+        return HydraConfig.get().runtime.choices.get(group)
+    except ValueError:  # called outside Hydra (tests)
+        return None
+
+
+def _given(key: str) -> bool:
+    """True when the command line sets ``key`` or one of its fields."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        task = HydraConfig.get().overrides.task
+    except ValueError:
+        return True
+    return any(o.lstrip("+~").split("=")[0].split(".")[0] == key for o in task)
 
 
 def _output_dir(cfg: DictConfig) -> Path:
@@ -27,14 +53,90 @@ def _output_dir(cfg: DictConfig) -> Path:
         return Path(cfg.out)
 
 
-def _save_config(cfg: DictConfig, out: Path) -> None:
-    text = OmegaConf.to_yaml(cfg, resolve=True).encode()
-    atomic_write_bytes(out / "config.yaml", lambda f: f.write(text))
+def _valid_top(cfg: DictConfig, command: str) -> set:
+    from sim.paths import CONF_DIR
+
+    own = OmegaConf.load(CONF_DIR / f"{command}.yaml")
+    return (set(own) - {"defaults"}) | {"hardware", "model", "draft", "policy", "workload", "experiment", "hydra"}
+
+
+def _checked(cfg: DictConfig, command: str, keys) -> dict:
+    """The command's top-level values, type- and range-checked; unknown top-level keys refused."""
+    refuse_unknown(list(cfg), _valid_top(cfg, command), command)
+    c = OmegaConf.to_container(cfg, resolve=True)
+    return check_all({k: c.get(k) for k in keys})
 
 
 def _specs(cfg: DictConfig) -> dict:
+    """Hardware, model and draft as dicts; one changed from its preset is named after the change."""
+    from sim.config import ConfigError, load_preset
+    from sim.identity import spec_label
+
     c = OmegaConf.to_container(cfg, resolve=True)
-    return {"hardware": c["hardware"], "model": c["model"], "draft": c["draft"]}
+    out = {}
+    for group in SPEC_GROUPS:
+        spec = dict(c[group])
+        preset = _choice(group)
+        if preset:
+            try:
+                spec["name"] = spec_label(preset, spec, load_preset(group, preset))
+            except ConfigError:
+                pass
+        out[group] = spec
+    return out
+
+
+def _config_text(cfg: DictConfig) -> bytes:
+    return OmegaConf.to_yaml(cfg, resolve=True).encode()
+
+
+def _differing(old: dict, new: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for k in sorted(set(old) | set(new)):
+        if not prefix and k in VOLATILE:
+            continue
+        a, b = old.get(k, "<absent>"), new.get(k, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _differing(a, b, f"{prefix}{k}.")
+        elif a != b:
+            keys.append(f"{prefix}{k} ({a!r} -> {b!r})" if not isinstance(a, dict) else f"{prefix}{k}")
+    return keys
+
+
+def _prepare_folder(cfg: DictConfig, out: Path, append: bool, restart: str = "") -> None:
+    """Refuse a results folder made with other settings (unless ``append``); write ``config.yaml``
+    (the earlier one is kept as ``config.N.yaml`` when appending)."""
+    from sim.results import RESULTS_FILE
+
+    path, new = out / "config.yaml", OmegaConf.to_container(cfg, resolve=True)
+    if path.exists() and (out / RESULTS_FILE).exists():
+        old = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        diff = _differing(old, new)
+        if diff and not append:
+            shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")
+            raise UserInputError(f"out={out}: holds results of other settings ({shown}); use another out={restart}, "
+                                 "or append=true to add these runs to the folder")
+        if diff:
+            n = 1 + sum(1 for _ in out.glob("config.*.yaml"))
+            path.replace(out / f"config.{n}.yaml")
+    text = _config_text(cfg)
+    atomic_write_bytes(path, lambda f: f.write(text))
+
+
+def _policy_params(cfg: DictConfig, name: str) -> dict:
+    params = {k: v for k, v in OmegaConf.to_container(cfg.policy, resolve=True).items()
+              if k not in ("_target_", "description")}
+    return check_policy_params(name, params)
+
+
+def _trace_defaults(args: dict, specs: dict, cfg: DictConfig) -> None:
+    """A replayed trace brings its model and workload unless the command line names them."""
+    if not args.get("trace"):
+        return
+    if not _given("model"):
+        specs["model"] = None
+    if not _given("workload"):
+        args["workload"] = None
 
 
 def run_command(cfg: DictConfig) -> dict:
@@ -44,16 +146,24 @@ def run_command(cfg: DictConfig) -> dict:
     from sim.timeline import chrome_trace, gantt_png
 
     out = _output_dir(cfg)
-    args = {k: cfg[k] for k in RUN_ARGS}
-    params = {k: v for k, v in OmegaConf.to_container(cfg.policy, resolve=True).items()
-              if k not in ("_target_", "description")}
-    res = run_one(policy=_choice("policy"), workload=_choice("workload"), policy_args=params,
-                  **args, **_specs(cfg))
-    row = res.row
-    _save_config(cfg, out)
-    append_rows(out / RESULTS_FILE, [row])
-    keys = ("policy", "workload", "hardware", "cache_ratio", "gamma", "tps", "hit_rate", "cpu_expert_share",
-            "pcie_gb", "pcie_util", "gpu_busy", "cpu_busy", "bubble_s", "mean_accepted", "n_slots", "sim_wall_s")
+    args = _checked(cfg, "run", RUN_ARGS + ("append",))
+    append = bool(args.pop("append"))
+    policy = _choice("policy") or str(cfg.policy.get("name", "moespac"))
+    params = _policy_params(cfg, policy)
+    specs = _specs(cfg)
+    args["workload"] = _choice("workload") or "gsm8k"
+    _trace_defaults(args, specs, cfg)
+    with writer_lock(out / RESULTS_FILE):
+        _prepare_folder(cfg, out, append)
+        res = run_one(policy=policy, policy_args=params, **args, **specs)
+        row = res.row
+        append_rows(out / RESULTS_FILE, [row])
+    if row["gen_tokens"] < args["gen_tokens"]:
+        print(f"note: the trace holds {row['gen_tokens']} tokens; simulated {row['gen_tokens']} of the "
+              f"gen_tokens={args['gen_tokens']} asked", file=sys.stderr)
+    keys = ("policy", "workload", "model", "hardware", "cache_ratio", "gamma", "gen_tokens", "tps", "hit_rate",
+            "cpu_expert_share", "pcie_gb", "pcie_util", "gpu_busy", "cpu_busy", "bubble_s", "mean_accepted",
+            "n_slots", "run_id", "sim_wall_s")
     width = max(map(len, keys))
     for k in keys + tuple(k for k in ("hot_precision", "hot_recall") if k in row):
         v = row[k]
@@ -67,16 +177,24 @@ def run_command(cfg: DictConfig) -> dict:
 
 
 def sweep_command(cfg: DictConfig) -> None:
-    """Every policy x workload (x grid) of the experiment; prints the TPS table, writes results."""
-    from sim.sweep import execute, expand, tps_table
+    """Every policy x workload (x grid) of the experiment; prints the TPS table, writes results.
+
+    Every run is resolved (specs, policy, memory plan) before the first one starts."""
+    from sim.results import RESULTS_FILE
+    from sim.sweep import execute, expand, run_ids, tps_table
 
     out = _output_dir(cfg)
+    top = _checked(cfg, "sweep", SWEEP_ARGS + ("n_jobs", "resume", "append"))
     exp = OmegaConf.to_container(cfg.experiment, resolve=True)
-    base = {k: cfg[k] for k in ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context",
-                                "acceptance")}
-    base.update(_specs(cfg), experiment=exp["name"])
-    runs = expand(base, exp.get("policies", "all"), exp["workloads"], exp.get("grid") or {})
-    _save_config(cfg, out)
-    df = execute(runs, out, n_jobs=int(cfg.n_jobs), resume=bool(cfg.resume))
+    refuse_unknown(list(exp), EXPERIMENT_KEYS, "experiment")
+    base = {k: top[k] for k in SWEEP_ARGS}
+    base.update(_specs(cfg), experiment=exp.get("name", "adhoc"))
+    runs = expand(base, exp.get("policies", "all"), exp.get("workloads") or [], exp.get("grid") or {})
+    run_ids(runs)
+    with writer_lock(out / RESULTS_FILE):
+        if not top["resume"] and (out / RESULTS_FILE).exists():
+            (out / RESULTS_FILE).unlink()
+        _prepare_folder(cfg, out, top["append"], ", resume=false to start over")
+        df = execute(runs, out, n_jobs=top["n_jobs"], resume=top["resume"])
     print(tps_table(df))
-    print(f"results: {out / 'results.parquet'} ({len(df)} runs)")
+    print(f"results: {out / RESULTS_FILE} ({len(df)} runs)")

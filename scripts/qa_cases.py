@@ -118,3 +118,52 @@ CASES = [
     ("J28", B, "python -m real validate run=$QA/o/j21 out=$QA/o/j28", None),
     ("J29", P, "python -m real profile fast=true hidden=64 moe_intermediate=32 vocab=256 out=$QA/afile.txt/hw.yaml", None),
 ]
+
+
+def _err(key: str, rc: int = 2):
+    """Refused with exit ``rc`` and a one-line error naming ``key``."""
+    return lambda r: r["rc"] == rc and r["first"].startswith("error") and key in r["first"]
+
+
+def _probe(text: str, rc=None):
+    return lambda r: text in r.get("probe", "") and (rc is None or r["rc"] == rc)
+
+
+# What each case must show after the fix (besides: no traceback).
+FIXED = {
+    "A13": _probe("'policy': 'moespac'", 0), "A14": _probe("'workload': 'gsm8k'", 0),
+    "A15": _err("experiment.policies"), "A17": lambda r: r["rc"] == 0, "A18": _err("gamma=-1"),
+    "B5": _err("cache_ratio"), "B6": _err("cache_ratio"), "B9": _err("gamma=2.5"), "B10": _err("gen_tokens=0"),
+    "B11": _err("gen_tokens=-5"), "B12": _err("gen_tokens=64.7"),
+    "B16": lambda r: _err("context=-2000000")(r) and "No such file" in r["probe"],
+    "B17": lambda r: _err("prompt_tokens=-10")(r) and "No such file" in r["probe"],
+    "B19": lambda r: _err("draft=none")(r) and "results.parquet" not in r["probe"],
+    "B20": _err("n_jobs=0"), "B21": _err("n_jobs='abc'"), "B23": _err("n_jobs=1.5"), "B24": _err("resume='no'"),
+    "C2": _err("'foo'"), "C4": _err("did you mean cache_ratio"),
+    "C5": lambda r: _err("did you mean cache_ratio")(r) and "results.parquet" not in r["probe"],
+    "C7": _err("policy.K=-3"), "C8": _err("policy.gpu_layers"), "C9": _err("policy.stat_decay"),
+    "D3": lambda r: _err("random.npz")(r) and "allow_pickle" not in r["first"], "D18": _err("single .npy"),
+    "D21": lambda r: r["rc"] == 0 and "note: the trace holds 10 tokens" in r["tail"],
+    "D27": _probe("'workload': 'humaneval'", 0),
+    "E6": _err("out="), "E7": _err("out="), "E8": lambda r: _err("tokens")(r) and r["probe"].strip() == "0",
+    "E10": _err("one model"), "E12": _err("slots=-4"), "E13": _err("slots"), "E14": lambda r: r["rc"] == 0,
+    "E15": _err("json"), "E27": _err("line 11"), "E28": _err("gating_probs"), "E29": _err("line 13"),
+    "E32": _err("out="), "E33": lambda r: _err("out=")(r) and "one.npz" not in r["probe"],
+    "F1": _err("out="), "F2": _err("out="), "F3": _err("out="), "F4": _err("out="),
+    "F7": lambda r: r["rc"] == 0 and "-rw-------" not in r["probe"] and "-rw-rw-r--" in r["probe"],
+    "F8": lambda r: r["probe"].strip() == "0" and "rc=143" in r["tail"],
+    "F9": lambda r: r["probe"].startswith("1 rows") and _err("gen_tokens")(r),
+    "G6": lambda r: _err("gen_tokens")(r) and "gen_tokens: 128" in r["probe"],
+    "G7": lambda r: "hardware.pcie_h2d_gbs" in r["tail"] and "error" in r["tail"],
+    "G8": _err("acceptance"), "G9": _err("experiment.grid.gen_tokens"),
+    "G10": lambda r: r["rc"] == 0, "G11": lambda r: "another process" in r["tail"] and r["probe"].startswith("12 rows"),
+    "G16": _err("seed"), "G17": _err("is a folder"),
+    "H1": lambda r: _err("cache_ratio='abc'")(r), "H2": lambda r: _err("cache_ratio='abc'")(r),
+    "H3": lambda r: r["rc"] == 0 and "out=" not in r["probe"],
+    "I4": lambda r: r["rc"] == 0 and r["probe"].strip() == "0",
+    "I11": _err("timeline_workload", 1), "I12": lambda r: r["first"].startswith("error") and "out=" in r["first"],
+    "J13": lambda r: _err("context=-5000000")(r) and "No such file" in r["probe"],
+    "J16": lambda r: "needs a non-empty" not in r["first"], "J21": lambda r: _err("out=")(r) and "'moespac'" in r["probe"],
+    "J24": _err("policies=llamacpp"), "J25": _err("meta.policy"), "J28": lambda r: r["rc"] == 0 and "llamacpp_sd" not in r["tail"],
+    "J29": _err("out="),
+}

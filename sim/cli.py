@@ -142,7 +142,7 @@ def _trace_defaults(args: dict, specs: dict, cfg: DictConfig) -> None:
 def run_command(cfg: DictConfig) -> dict:
     """Simulate one run, print a summary, write results.parquet, config.yaml (and the timeline)."""
     from sim.results import RESULTS_FILE, append_rows
-    from sim.runner import run_one
+    from sim.runner import resolve, run_one
     from sim.timeline import chrome_trace, gantt_png
 
     out = _output_dir(cfg)
@@ -153,6 +153,7 @@ def run_command(cfg: DictConfig) -> dict:
     specs = _specs(cfg)
     args["workload"] = _choice("workload") or "gsm8k"
     _trace_defaults(args, specs, cfg)
+    resolve(policy=policy, policy_args=params, **args, **specs)   # every input checked before anything is written
     with writer_lock(out / RESULTS_FILE):
         _prepare_folder(cfg, out, append)
         res = run_one(policy=policy, policy_args=params, **args, **specs)

@@ -81,4 +81,4 @@ def done_ids(path: str | Path) -> set:
     path = Path(path)
     if not path.exists():
         return set()
-    return set(read_table(path, columns=["run_id"])["run_id"])
+    return set(read_table(path, columns=["run_id", *REQUIRED])["run_id"])

@@ -58,11 +58,11 @@ class Slice:
 def _setting(df: pd.DataFrame) -> pd.Series:
     """One string per row naming its setting: the shown columns plus every hidden identity column present."""
     cols = list(SETTING) + [c for c in HIDDEN_SETTING if c in df.columns]
-    return df[cols].astype(str).agg(" | ".join, axis=1)
+    return df[cols].map(str).agg(" | ".join, axis=1)
 
 
 def _varying(rows: pd.DataFrame, cols) -> list[str]:
-    return [c for c in cols if c in rows.columns and rows[c].astype(str).nunique() > 1]
+    return [c for c in cols if c in rows.columns and rows[c].map(str).nunique(dropna=False) > 1]
 
 
 def _refuse_mixed(rows: pd.DataFrame) -> None:

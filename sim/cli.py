@@ -130,13 +130,21 @@ def _policy_params(cfg: DictConfig, name: str) -> dict:
 
 
 def _trace_defaults(args: dict, specs: dict, cfg: DictConfig) -> None:
-    """A replayed trace brings its model and workload unless the command line names them."""
+    """A replayed trace brings its model, workload, and (with a speculative-decoding record) its gamma
+    and draft model, unless the command line names them."""
     if not args.get("trace"):
         return
+    from traces.io import load_trace
+
+    trace = load_trace(args["trace"])
     if not _given("model"):
         specs["model"] = None
     if not _given("workload"):
         args["workload"] = None
+    if trace.sd is not None and not _given("gamma"):
+        args["gamma"] = int(trace.sd.gamma)
+    if isinstance(trace.meta.get("draft_spec"), dict) and not _given("draft"):
+        specs["draft"] = dict(trace.meta["draft_spec"])
 
 
 def run_command(cfg: DictConfig) -> dict:

@@ -159,9 +159,19 @@ def _acceptance(workload: str, meta: dict, trace: Trace | None) -> float:
     if workload in list_workloads():
         return workload_acceptance(workload)
     if trace is not None and trace.sd is not None:
-        return float("nan")   # the SD record gives the accepted counts; acceptance is not used
+        return record_acceptance(trace)
     raise TraceError(trace.path if trace is not None else "run", "acceptance",
                      f"workload {workload!r} is not a preset and the trace records no acceptance; pass acceptance=")
+
+
+def record_acceptance(trace: Trace) -> float:
+    """Per-token acceptance measured by a trace's SD record: accepted drafts / (accepted + rejections),
+    the maximum-likelihood rate of the geometric-truncated acceptance model (used when the replay's
+    gamma differs from the record's; with the same gamma the record itself is replayed)."""
+    sd = trace.sd
+    accepted = int(np.sum(sd.accepted))
+    rejections = int(np.sum(sd.accepted < sd.n_verified - 1))
+    return accepted / (accepted + rejections) if accepted + rejections else 0.0
 
 
 def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_ratio: float = 0.17,
@@ -183,7 +193,7 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     hw, m, d, pol, g, trace, plan = r.hw, r.model, r.draft, r.policy, r.gamma, r.trace, r.plan
     if trace is None:
         trace = synthetic_trace(m.name, r.workload, gen_tokens + g + 1, seed)
-    acc = r.acceptance if r.acceptance is not None and r.acceptance == r.acceptance else 0.0
+    acc = r.acceptance if r.acceptance is not None else 0.0
     sched = build_schedule(trace, g, gen_tokens, acc, seed)
     cost = CostModel(hw, m, d, cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
     ctx = PolicyContext(

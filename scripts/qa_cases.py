@@ -41,8 +41,8 @@ sw2()      { python -m sim sweep 'experiment.policies=[moespac,llamacpp]' 'exper
 sw12()     { python -m sim sweep 'experiment.policies=[moespac,llamacpp,llamacpp_sd,hybrimoe]' 'experiment.workloads=[gsm8k,alpaca,humaneval]' gen_tokens=128 "$@"; }
 gl()       { python -m sim sweep 'experiment.policies=[moespac,llamacpp]' 'experiment.workloads=[gsm8k]' n_jobs=1 "$@"; }
 realtiny() { python -m real run target=tiny:qwen3_moe draft=tiny:dense prompts=tiny:1 gamma=4 max_new_tokens=8 warmup=0 "$@"; }
-rows()     { python -c "import sys, pandas as pd; d = pd.read_parquet(sys.argv[1]); print(len(d), 'rows;', d[sys.argv[2].split(',')].to_dict('records'))" "$@"; }
-mean()     { python -c "import sys, pandas as pd; d = pd.read_parquet(sys.argv[1]); print(len(d), 'rows; mean tps', round(d.tps.mean(), 4))" "$@"; }
+rows()     { [ -f "$1" ] || { echo "no results file"; return; }; python -c "import sys, pandas as pd; d = pd.read_parquet(sys.argv[1]); print(len(d), 'rows;', d[sys.argv[2].split(',')].to_dict('records'))" "$@"; }
+mean()     { [ -f "$1" ] || { echo "no results file"; return; }; python -c "import sys, pandas as pd; d = pd.read_parquet(sys.argv[1]); print(len(d), 'rows; mean tps', round(d.tps.mean(), 4))" "$@"; }
 '''
 
 P = "POOR"
@@ -94,7 +94,7 @@ CASES = [
     ("F3", P, "run64 out=/proc/qa_out", None),
     ("F4", P, "sw2 out=/dev/null/sub", None),
     ("F7", P, "(umask 0002; python -m traces synth tokens=32 out=$QA/tk/um.npz && python -m traces stats trace=$QA/tk/um.npz figure=$QA/tk/um.png >/dev/null && python -m sim run policy=moespac gen_tokens=32 out=$QA/tk/umrun >/dev/null)", "stat -c '%A %n' $QA/tk/um.* $QA/tk/umrun/* | tr '\\n' ' '"),
-    ("F8", P, "python -m traces synth tokens=60000 out=$QA/tk/big.npz & P=$!; for i in $(seq 600); do ls -A $QA/tk | grep -q '^\\.big' && break; sleep 0.1; done; kill -TERM $P; wait $P; echo rc=$?; python -m traces synth tokens=16 out=$QA/tk/small.npz", "ls -A $QA/tk | grep -c 'tmp$'"),
+    ("F8", P, "python -m traces synth tokens=60000 out=$QA/tk/big.npz & P=$!; for i in $(seq 600); do ls -A $QA/tk | grep -q '^\\.big' && break; sleep 0.1; done; kill -TERM $P; wait $P; echo rc=$? >&2; python -m traces synth tokens=16 out=$QA/tk/small.npz", "ls -A $QA/tk | grep -c 'tmp$'"),
     ("F9", P, "run64 out=$QA/o/f9 >/dev/null 2>&1; run64 out=$QA/o/f9 >/dev/null 2>&1; run64 gen_tokens=128 out=$QA/o/f9", "rows $QA/o/f9/results.parquet gen_tokens,tps"),
     ("G6", B, "sw12 n_jobs=1 out=$QA/o/stale >/dev/null 2>&1; sw12 n_jobs=1 gen_tokens=64 out=$QA/o/stale", "rows $QA/o/stale/results.parquet gen_tokens | cut -c1-60; grep gen_tokens $QA/o/stale/config.yaml"),
     ("G7", B, "sw12 n_jobs=1 out=$QA/o/stale7 >/dev/null 2>&1; sw12 n_jobs=1 hardware.pcie_h2d_gbs=50 out=$QA/o/stale7; sw12 n_jobs=1 hardware.pcie_h2d_gbs=50 out=$QA/o/fresh50 >/dev/null 2>&1", "mean $QA/o/stale7/results.parquet; mean $QA/o/fresh50/results.parquet"),

@@ -1,6 +1,7 @@
 """Rerun the BAD and POOR cases of the reliability QA list against a checkout; write JSON.
 
     python scripts/qa_rerun.py run CODE_DIR QA_DIR OUT.json [ID ...]   # PYTHONPATH=CODE_DIR, cwd CODE_DIR
+    python scripts/qa_rerun.py reprobe CODE_DIR QA_DIR OUT.json         # re-evaluate the probes only
     python scripts/qa_rerun.py table BEFORE.json AFTER.json            # the before/after markdown table
 
 Each case records the exit status, the first error line, whether a Python traceback was printed,
@@ -46,10 +47,10 @@ def _first_line(out: str) -> str:
 def run(code: str, qa: str, out: str, ids: list[str]) -> None:
     code, qa = Path(code).resolve(), Path(qa).resolve()
     qa.mkdir(parents=True, exist_ok=True)
-    rc, text = _bash(SETUP, code, qa, timeout=900)
+    rc, text = _bash(SETUP, code, qa, timeout=900) if not (qa / "tr" / "good.npz").exists() else (0, "")
     if rc:
         sys.exit(f"set-up failed ({rc}):\n{text[-3000:]}")
-    results = {}
+    results = json.loads(Path(out).read_text()) if ids and Path(out).exists() else {}
     for cid, verdict, cmd, probe in CASES:
         if ids and cid not in ids:
             continue
@@ -65,6 +66,23 @@ def run(code: str, qa: str, out: str, ids: list[str]) -> None:
         Path(out).write_text(json.dumps(results, indent=1))
 
 
+def reprobe(code: str, qa: str, out: str) -> None:
+    """Evaluate the probes again on what the cases left in ``qa`` (after changing a probe)."""
+    code, qa = Path(code).resolve(), Path(qa).resolve()
+    results = json.loads(Path(out).read_text())
+    for cid, _, _, probe in CASES:
+        if probe and cid in results:
+            results[cid]["probe"] = _bash(probe, code, qa)[1].strip()[-600:]
+    Path(out).write_text(json.dumps(results, indent=1))
+
+
+def _cell(r: dict) -> str:
+    text = f"{r['rc']}{' **traceback**' if r['traceback'] else ''}: {r['first'][:150]}"
+    if r.get("probe"):
+        text += f" · left: {r['probe'][:150]}"
+    return " ".join(text.replace("|", "/").split())
+
+
 def table(before: str, after: str) -> None:
     from qa_cases import FIXED  # the expected outcome of each case after the fix
     b, a = json.loads(Path(before).read_text()), json.loads(Path(after).read_text())
@@ -73,14 +91,14 @@ def table(before: str, after: str) -> None:
     for cid, verdict, _, _ in CASES:
         if cid not in a:
             continue
-        cell = lambda r: (f"{r['rc']}{' **traceback**' if r['traceback'] else ''}: {r['first'][:150]}"  # noqa: E731
-                          + (f" · probe: {r['probe'][:150]}" if r.get("probe") else "")).replace("|", "/")
         ok = (not a[cid]["traceback"]) and FIXED.get(cid, lambda r: True)(a[cid])
-        print(f"| {cid} | {verdict} | {cell(b[cid]) if cid in b else '-'} | {cell(a[cid])} | {'yes' if ok else 'NO'} |")
+        print(f"| {cid} | {verdict} | {_cell(b[cid]) if cid in b else '-'} | {_cell(a[cid])} | {'yes' if ok else 'NO'} |")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "run":
         run(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
+    elif sys.argv[1] == "reprobe":
+        reprobe(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         table(sys.argv[2], sys.argv[3])

@@ -36,7 +36,7 @@ def precheck(command: str, args: list[str]) -> None:
     from sim.user_input import RULES, UserInputError, check, refuse_unknown
     from traces.atomic import OutputPathError, check_writable
 
-    overrides = [a for a in args if not a.startswith("-")]
+    overrides = [a for a in args if not a.startswith("-") and "=" in a]   # flags and their values skipped
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # Hydra reports its own grammar errors

@@ -115,9 +115,11 @@ def main() -> None:
                 f.write(f"{job}: {msg}\n")
             return None
 
-    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command)(guarded)()
-    if flags:
-        _report_multirun_errors(os.environ[ERRORS_ENV])
+    try:
+        hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command)(guarded)()
+    finally:
+        if flags:
+            _report_multirun_errors(os.environ[ERRORS_ENV])
 
 
 if __name__ == "__main__":

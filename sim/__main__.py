@@ -23,6 +23,29 @@ ERRORS_ENV = "SIM_MULTIRUN_ERRORS"
 MULTIRUN = ("-m", "--multirun")
 
 
+def expand_hf(args: list[str]) -> list[str]:
+    """``model=hf:PATH`` -> ``model=hf model.hf_path=PATH`` (a path is no Hydra preset name)."""
+    out = []
+    for a in args:
+        if a.startswith("model=hf:"):
+            out += ["model=hf", f"model.hf_path={a[len('model=hf:'):]}"]
+        else:
+            out.append(a)
+    return out
+
+
+def _format_flag(args: list[str]) -> list[str]:
+    """Accept ``--format=csv`` / ``--format csv`` as the Hydra override ``format=csv``."""
+    out, it = [], iter(args)
+    for a in it:
+        if a.startswith("--format="):
+            a = "format=" + a.split("=", 1)[1]
+        elif a == "--format":
+            a = "format=" + next(it, "")
+        out.append(a)
+    return out
+
+
 def _values(override) -> list:
     return list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
 
@@ -76,7 +99,7 @@ def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(USAGE)
     command = sys.argv.pop(1)
-    rest = sys.argv[1:]
+    rest = _format_flag(expand_hf(sys.argv[1:]))
     flags = [a for a in rest if a in MULTIRUN]
     sys.argv[1:] = flags + [a for a in rest if a not in MULTIRUN]   # -m anywhere, as the usage shows
     sys.argv[0] = f"python -m sim {command}"

@@ -16,11 +16,12 @@ from sim.user_input import UserInputError, check_all, check_policy_params, refus
 from traces.atomic import atomic_write_bytes, writer_lock
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
-            "context", "timeline")
-SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance")
+            "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib")
+SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance", "quant",
+              "quant_dense", "slots_per_layer", "vram_budget_gib")
 SPEC_GROUPS = ("hardware", "model", "draft")
 EXPERIMENT_KEYS = ("name", "policies", "workloads", "grid", "description")
-VOLATILE = ("out", "n_jobs", "resume", "append", "timeline")   # do not change a run's numbers
+VOLATILE = ("out", "n_jobs", "resume", "append", "timeline", "format", "backend", "ray_address")   # do not change a run's numbers
 
 
 def _choice(group: str) -> str | None:
@@ -57,7 +58,7 @@ def _valid_top(cfg: DictConfig, command: str) -> set:
     from sim.paths import CONF_DIR
 
     own = OmegaConf.load(CONF_DIR / f"{command}.yaml")
-    return (set(own) - {"defaults"}) | {"hardware", "model", "draft", "policy", "workload", "experiment", "hydra"}
+    return (set(own) - {"defaults"}) | {p.name for p in CONF_DIR.iterdir() if p.is_dir()} | {"hydra"}
 
 
 def _checked(cfg: DictConfig, command: str, keys) -> dict:
@@ -68,21 +69,26 @@ def _checked(cfg: DictConfig, command: str, keys) -> dict:
 
 
 def _specs(cfg: DictConfig) -> dict:
-    """Hardware, model and draft as dicts; one changed from its preset is named after the change."""
-    from sim.config import ConfigError, load_preset
+    """The machine (its gpu/host/link parts and field overrides), runtime, model and draft as dicts;
+    a spec changed from its preset is named after the change."""
+    from sim.config import load_preset
     from sim.identity import spec_label
 
     c = OmegaConf.to_container(cfg, resolve=True)
     out = {}
     for group in SPEC_GROUPS:
-        spec = dict(c[group])
+        spec = {k: v for k, v in c[group].items() if v is not None} if group == "hardware" else dict(c[group])
         preset = _choice(group)
-        if preset:
+        if preset and "name" in spec:
             try:
                 spec["name"] = spec_label(preset, spec, load_preset(group, preset))
-            except ConfigError:
+            except (ValueError, OSError):
                 pass
         out[group] = spec
+    hw = out["hardware"]
+    if "host" in c and "cpu" not in hw:
+        hw.update(gpu=c["gpu"], host=c["host"], link=c["link"])   # a composition, not a flat machine
+    out["runtime"] = c.get("runtime")
     return out
 
 
@@ -181,6 +187,7 @@ def run_command(cfg: DictConfig) -> dict:
         chrome_trace(res.engine.events, out / "timeline.json")
         gantt_png(res.engine.events, out / "timeline.png", title=f"{row['policy']} on {row['workload']}")
         print(f"timeline: {out / 'timeline.json'} (open in ui.perfetto.dev), {out / 'timeline.png'}")
+    print(res.plan.report())
     print(f"results: {out / RESULTS_FILE}")
     return row
 
@@ -189,10 +196,14 @@ def sweep_command(cfg: DictConfig) -> None:
     """Every policy x workload (x grid) of the experiment; prints the TPS table, writes results.
 
     Every run is resolved (specs, policy, memory plan) before the first one starts."""
+    from analysis.sweep_table import check_format
+    from sim.parallel import check_backend
     from sim.results import RESULTS_FILE
     from sim.sweep import execute, expand, run_ids, tps_table
 
     out = _output_dir(cfg)
+    check_format(str(cfg.format))
+    check_backend(str(cfg.backend), cfg.ray_address)
     top = _checked(cfg, "sweep", SWEEP_ARGS + ("n_jobs", "resume", "append"))
     exp = OmegaConf.to_container(cfg.experiment, resolve=True)
     refuse_unknown(list(exp), EXPERIMENT_KEYS, "experiment")
@@ -204,6 +215,7 @@ def sweep_command(cfg: DictConfig) -> None:
         if not top["resume"] and (out / RESULTS_FILE).exists():
             (out / RESULTS_FILE).unlink()
         _prepare_folder(cfg, out, top["append"], ", resume=false to start over")
-        df = execute(runs, out, n_jobs=top["n_jobs"], resume=top["resume"])
-    print(tps_table(df))
-    print(f"results: {out / RESULTS_FILE} ({len(df)} runs)")
+        df = execute(runs, out, n_jobs=top["n_jobs"], resume=top["resume"], backend=str(cfg.backend),
+                     address=cfg.ray_address)
+    print(tps_table(df, exp.get("name", ""), str(cfg.format)))
+    print(f"results: {out / RESULTS_FILE} ({len(df)} runs)", file=sys.stdout if cfg.format == "text" else sys.stderr)

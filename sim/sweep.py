@@ -12,7 +12,8 @@ from sim.paths import preset_names
 from sim.results import RESULTS_FILE, append_rows, done_ids, read_table
 from sim.user_input import RULES, check
 
-AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draft", "acceptance")
+AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draft", "acceptance", "runtime", "quant",
+        "quant_dense", "slots_per_layer", "vram_budget_gib")
 
 
 def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:
@@ -83,9 +84,14 @@ def run_ids(runs: list[dict]) -> list[str]:
     return [run_id(resolve(**r).identity) for r in runs]
 
 
-def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = True) -> pd.DataFrame:
+def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = True, backend: str = "loky",
+            address: str | None = None) -> pd.DataFrame:
     """Run everything whose ``run_id`` is not yet in ``out_dir/results.parquet``, appending each row as
-    it finishes; returns this sweep's rows (the caller holds the folder's writer lock)."""
+    it finishes; returns this sweep's rows (the caller holds the folder's writer lock).
+
+    ``backend``/``address``: where the runs execute (:func:`sim.parallel.run_all`)."""
+    from sim.parallel import run_all
+
     path = Path(out_dir) / RESULTS_FILE
     ids = run_ids(runs)
     if not resume and path.exists():
@@ -93,13 +99,7 @@ def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = Tru
     done = done_ids(path)
     todo = [r for r, i in zip(runs, ids) if i not in done]
     bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="runs", unit="run")
-    if n_jobs == 1 or len(todo) <= 1:
-        results = map(_run, todo)
-    else:
-        from joblib import Parallel, delayed
-
-        results = Parallel(n_jobs=n_jobs, return_as="generator_unordered")(delayed(_run)(r) for r in todo)
-    for row in results:
+    for row in run_all(_run, todo, n_jobs, backend, address):
         append_rows(path, [row])
         bar.update()
     bar.close()
@@ -108,13 +108,8 @@ def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = Tru
     return df.drop_duplicates("run_id", keep="last").reset_index(drop=True)
 
 
-def tps_table(df: pd.DataFrame) -> str:
-    """Rows: workloads, columns: policies (TPS), a mean row, and the best policy's speedup over each."""
-    t = df.pivot_table(index="workload", columns="policy", values="tps", aggfunc="mean")
-    t = t[t.mean().sort_values(ascending=False).index]
-    t.loc["MEAN"] = t.mean()
-    best = t.columns[0]
-    speed = (t.loc["MEAN", best] / t.loc["MEAN"]).rename(f"{best} speedup")
-    lines = ["tokens per second (simulated)", t.round(2).to_string(), "",
-             f"speedup of {best} over each policy (mean TPS ratio)", speed.round(2).to_frame().T.to_string()]
-    return "\n".join(lines)
+def tps_table(df: pd.DataFrame, experiment: str = "", fmt: str = "text") -> str:
+    """The sweep's table (:func:`analysis.sweep_table.format_table`): policies by mean TPS."""
+    from analysis.sweep_table import format_table
+
+    return format_table(df, experiment, fmt)

@@ -73,6 +73,10 @@ RULES: dict[str, Rule] = {
     "trace": Rule("str", nullable=True),
     "experiment": Rule("str"),
     "out": Rule("str"),
+    "quant": Rule("str", nullable=True),
+    "quant_dense": Rule("str", nullable=True),
+    "slots_per_layer": Rule("int", 0, nullable=True),
+    "vram_budget_gib": Rule("number", 0, low_open=True, nullable=True),
     # real run
     "max_new_tokens": INT1,
     "prompt_len": INT1,

@@ -15,12 +15,10 @@ from sim import config
 from sim.cost_model import CostModel
 from sim.engine import Engine
 from sim.expert_cache import ExpertCache
-from sim.memory_plan import MemoryPlan, plan_memory
-from sim.policies import make_policy
-from sim.policies.registry import policy_runtime
+from sim.memory_plan import MemoryPlan
+from sim.policies import make_policy  # noqa: F401  (sim.runner.make_policy is patched by tests)
 from sim.policies.base import PolicyContext
 from traces.errors import TraceError
-from traces.io import load_trace
 from traces.schema import Trace
 from traces.windows import Schedule, build_schedule
 

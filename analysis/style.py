@@ -34,6 +34,8 @@ def save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    from traces.atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=130))
     plt.close(fig)
     return path

@@ -15,12 +15,10 @@ from sim import config
 from sim.cost_model import CostModel
 from sim.engine import Engine
 from sim.expert_cache import ExpertCache
-from sim.memory_plan import MemoryPlan, plan_memory
-from sim.policies import make_policy
-from sim.policies.registry import policy_runtime
+from sim.memory_plan import MemoryPlan
+from sim.policies import make_policy  # noqa: F401  (sim.runner.make_policy is patched by tests)
 from sim.policies.base import PolicyContext
 from traces.errors import TraceError
-from traces.io import load_trace
 from traces.schema import Trace
 from traces.windows import Schedule, build_schedule
 
@@ -113,7 +111,7 @@ def _check_trace(trace: Trace, m: config.ModelSpec) -> None:
                              f"is {trace.meta[field]} but model {m.name} has {want}; pass the matching model=")
 
 
-def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: float = 0.17,
+def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_ratio: float = 0.17,
             hardware="rtx4090_pcie4", model="qwen3_30b_a3b", draft="qwen3_4b_fp8", gamma: int = 8,
             gen_tokens: int = 512, seed: int = 0, trace: str | Trace | None = None,
             acceptance: float | None = None, experiment: str = "adhoc", prompt_tokens: int = 256,
@@ -128,29 +126,21 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
     knob (``n_cpu_moe``, ``gpu_experts_per_layer``) replace ``cache_ratio``; ``vram_budget_gib``
     caps the VRAM. ``overlap=False`` makes any policy prefetch blocking (its transfers finish
     before the step goes on), the synchronous mode in which the real engine's decisions equal the
-    simulator's."""
+    simulator's. The row carries the run's identity (:func:`sim.resolve.resolve`) and its ``run_id``."""
+    from sim.identity import identity_columns
+    from sim.resolve import resolve
+
     wall = time.perf_counter()
-    m = config.model(model, quant, quant_dense)
-    pol = make_policy(policy, **(policy_args or {}))
-    hw = config.hardware(hardware, runtime=runtime, default_runtime=policy_runtime(policy))
-    if overlap is not None:
-        pol.overlap = overlap
-    g = int(gamma) if pol.speculative else 0
-    d = spec("draft", draft if g > 0 else "none")
-    slots = pol.slot_request(m.n_layers, m.n_experts)
-    if slots is None and slots_per_layer is not None:
-        slots = int(slots_per_layer) * m.n_layers
-    plan = plan_memory(hw, m, d, cache_ratio, context, n_slots=slots, vram_budget_gib=vram_budget_gib)
-    if slots is not None:
-        cache_ratio = plan.n_slots / (m.n_layers * m.n_experts)
-    if isinstance(trace, str):
-        trace = load_trace(trace)
+    r = resolve(policy, workload, cache_ratio, hardware, model, draft, gamma, gen_tokens, seed, trace, acceptance,
+                experiment, prompt_tokens, context, policy_args, overlap, runtime, quant, quant_dense,
+                slots_per_layer, vram_budget_gib)
+    hw, m, d, pol, g, trace, plan = r.hw, r.model, r.draft, r.policy, r.gamma, r.trace, r.plan
+    cache_ratio, workload = r.cache_ratio, r.workload
     key = None
     if trace is None:
         key = (m.name, workload, gen_tokens + g + 1, seed, routing_shape(m))
         trace = synthetic_trace(*key)
-    _check_trace(trace, m)
-    acc = acceptance if acceptance is not None else workload_acceptance(workload)
+    acc = r.acceptance if r.acceptance is not None else 0.0
     sched = schedule(trace, key, g, gen_tokens, acc, seed)
     cost = CostModel(hw, m, d, cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
     ctx = PolicyContext(
@@ -169,6 +159,7 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
            "quant_dense": m.dense_quant, "source": "sim", "trace": trace.path or f"synthetic:{trace.meta.get('workload')}"}
     row.update(counters.row())
     row.update(pol.metrics())
+    row.update({k: v for k, v in identity_columns(r.identity).items() if k not in row})
     row["sim_wall_s"] = time.perf_counter() - wall
     return RunResult(row, engine, plan)
 
@@ -187,3 +178,11 @@ def _profile(policy, m: config.ModelSpec, seed: int, trace: Trace) -> np.ndarray
     if trace.meta["source"] == "synthetic":
         return profile_counts(m.name, seed, routing_shape(m))
     return _counts(trace)
+
+
+def __getattr__(name: str):
+    """``resolve`` and ``record_acceptance`` live in :mod:`sim.resolve` (kept importable from here)."""
+    if name in ("resolve", "record_acceptance", "Resolved"):
+        from sim import resolve as module
+        return getattr(module, name)
+    raise AttributeError(name)

@@ -179,7 +179,7 @@ def load_prompts(cfg: CaptureConfig, vocab: int, encode) -> list[tuple[str, list
         prompts = _random_prompts(spec, vocab, cfg.prompt_len, cfg.seed)[cut]
     else:
         path = Path(spec).expanduser()
-        texts = _read_jsonl(path) if path.is_file() else _read_dataset(cfg)
+        texts = _read_jsonl(path, cfg.field) if path.is_file() else _read_dataset(cfg)
         prompts = [(pid, encode(text)) for pid, text in texts[cut]]
     if not prompts:
         raise TraceError(spec, "prompts", "holds no prompts")
@@ -197,7 +197,7 @@ def _random_prompts(spec: str, vocab: int, length: int, seed: int) -> list[tuple
     return [(f"tiny-{i}", rng.integers(0, vocab, size=length).tolist()) for i, rng in enumerate(rngs)]
 
 
-def _read_jsonl(path: Path) -> list[tuple[str, str]]:
+def _read_jsonl(path: Path, field: str = "question") -> list[tuple[str, str]]:
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -206,9 +206,9 @@ def _read_jsonl(path: Path) -> list[tuple[str, str]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TraceError(path, f"line {n}", f"not valid JSON: {exc}") from None
-        text = obj.get("prompt", obj.get("text")) if isinstance(obj, dict) else None
+        text = obj.get("prompt", obj.get("text", obj.get(field))) if isinstance(obj, dict) else None
         if not isinstance(text, str) or not text:
-            raise TraceError(path, f"line {n}", 'needs a non-empty "prompt" or "text" string')
+            raise TraceError(path, f"line {n}", f'needs a non-empty "prompt", "text" or "{field}" string')
         rows.append((str(obj.get("id", len(rows))), text))
     return rows
 

@@ -20,7 +20,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from sim.expert_cache import ExpertCache  # noqa: E402
-from sim.policies.base import CostTable, PolicyContext, Signals  # noqa: E402
+from sim.cost_table import CostTable  # noqa: E402
+from sim.policies.base import PolicyContext, Signals  # noqa: E402
 from sim.policies.moespac import MoESpAc  # noqa: E402
 
 L, E, K_TOP, SLOTS, GAMMA = 48, 128, 8, 1044, 8

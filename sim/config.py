@@ -66,6 +66,7 @@ class ModelSpec:
     lm_head_params: int
     kv_bytes_per_token: int
     precision: str = "f16"
+    dense_intermediate: int = 0  # FFN width of the dense (non-MoE) layers; 0 when there are none
 
     @property
     def bytes_per_param(self) -> float:

@@ -5,6 +5,11 @@ the rates and efficiencies of :class:`sim.config.HardwareSpec` (each with its so
 ``conf/hardware``). Tables measured by ``python -m real profile`` (``hardware.tables``) override the
 roofline for expert times and transfers: ``gpu_expert_us[n]`` / ``cpu_expert_us[n]`` by tokens
 ``n = 0..N`` and ``transfer_us`` for one expert.
+
+A ``STREAM`` placement (vLLM's UVA offload) is charged as one expert's ``transfer_s`` on the link
+followed by its GPU time from the table: the executors copy the weights into a staging buffer and
+then compute, so the simulator models what the real executor does (a zero-copy kernel that reads
+host memory while computing, overlapping the two, is not modelled).
 """
 from __future__ import annotations
 
@@ -13,9 +18,31 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.config import DraftSpec, HardwareSpec, ModelSpec
-from sim.policies.base import CostTable
+from sim.cost_table import CostTable
 
 GB, US, GIB = 1e9, 1e-6, 2 ** 30
+
+# Kernel launches the roofline charges ``gpu_kernel_us`` for (counted from the HF modelling code of
+# the supported families, transformers ``modeling_qwen3_moe`` / ``modeling_deepseek_v2``): per MoE
+# layer two norms, qkv, rope, attention, o, router, top-k and the combine (8, rounded), three more
+# with shared experts (gate_up, act, down); per dense draft layer the same 8. A draft token pays
+# half the per-forward host overhead (one small GEMV forward, no sampling or verification logic).
+# ``python -m real profile`` fits ``gpu_kernel_us`` / ``step_overhead_us`` with these same counts.
+LAYER_KERNELS = 8
+SHARED_EXPERT_KERNELS = 3
+DRAFT_LAYER_KERNELS = 8
+DRAFT_OVERHEAD_SHARE = 0.5
+TABLE_MIN_TOKENS = 64   # expert tables cover at least 0..64 tokens (beyond: linear extrapolation)
+
+
+def table_tokens(gamma: int) -> int:
+    """The largest per-expert token count a run's tables cover (a verify window is gamma+1)."""
+    return max(TABLE_MIN_TOKENS, gamma + 1)
+
+
+def layer_kernels(n_shared_experts: int) -> int:
+    """Kernel launches of one MoE layer's non-expert part."""
+    return LAYER_KERNELS + (SHARED_EXPERT_KERNELS if n_shared_experts else 0)
 
 
 @dataclass(frozen=True)
@@ -30,7 +57,7 @@ class CostModel:
     model: ModelSpec
     draft: DraftSpec
     cpu_scale: float = 1.0
-    n_max: int = 64
+    n_max: int = TABLE_MIN_TOKENS
 
     # --- experts -------------------------------------------------------------------------
     @property
@@ -74,11 +101,6 @@ class CostModel:
             return n_experts * float(t["transfer_us"]) * US
         return self.hw.pcie_latency_us * US + n_experts * self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
 
-    def stream_s(self, n: int) -> float:
-        """GPU time for one expert whose weights are read over PCIe by the kernel (UVA): link-bound."""
-        return max(self.expert_bytes / (self.hw.pcie_h2d_gbs * GB), float(self._expert_flops(n))
-                   / (self.hw.gpu_tflops * 1e12 * self.hw.gpu_flops_eff)) + self.hw.gpu_kernel_us * US
-
     # --- non-expert parts -------------------------------------------------------------------
     def layer_fixed_s(self, n_tokens: int, context: int) -> float:
         """Attention, router and shared experts of one MoE layer on the GPU for ``n_tokens`` tokens."""
@@ -89,14 +111,13 @@ class CostModel:
         kv_bytes = context * m.kv_bytes_per_token / max(1, m.n_layers + m.n_dense_layers)
         flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
         compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        kernels = 8 + (3 if shared else 0)  # norms, qkv, rope, attention, o, router, topk, combine
-        return max((weight_bytes + kv_bytes) / bw, compute) + kernels * hw.gpu_kernel_us * US
+        return max((weight_bytes + kv_bytes) / bw, compute) + layer_kernels(shared) * hw.gpu_kernel_us * US
 
     def step_fixed_s(self, n_tokens: int) -> float:
         """Per target forward: embeddings, dense layers, final norm, lm_head, host overhead."""
         hw, m = self.hw, self.model
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
-        dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * 10944)
+        dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * m.dense_intermediate)
         lm = (m.lm_head_params + dense) * m.bytes_per_param
         flops = 2.0 * n_tokens * (m.lm_head_params + dense)
         return max(lm / bw, flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)) + hw.step_overhead_us * US
@@ -108,7 +129,8 @@ class CostModel:
             return 0.0
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
         byts = d.weight_bytes + context * d.kv_bytes_per_token
-        return byts / bw + d.n_layers * 8 * hw.gpu_kernel_us * US + hw.step_overhead_us * US * 0.5
+        return (byts / bw + d.n_layers * DRAFT_LAYER_KERNELS * hw.gpu_kernel_us * US
+                + hw.step_overhead_us * US * DRAFT_OVERHEAD_SHARE)
 
     def layer_sync_s(self) -> float:
         """Joining CPU and GPU partial results of a layer (only when CPU experts ran)."""

@@ -12,12 +12,11 @@ from functools import lru_cache
 import numpy as np
 
 from sim import config
-from sim.cost_model import CostModel
 from sim.engine import Engine
 from sim.expert_cache import ExpertCache
 from sim.memory_plan import plan_memory
 from sim.policies import make_policy
-from sim.policies.base import PolicyContext
+from sim.protocol import build_context, policy_cost_model, routing_counts
 from traces.errors import TraceError
 from traces.io import load_trace
 from traces.schema import Trace
@@ -77,11 +76,13 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
             gen_tokens: int = 512, seed: int = 0, trace: str | Trace | None = None,
             acceptance: float | None = None, experiment: str = "adhoc", prompt_tokens: int = 256,
             context: int = 4096, timeline: bool = False, policy_args: dict | None = None,
-            overlap: bool | None = None) -> RunResult:
+            overlap: bool | None = None, table_context: int | None = None) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``overlap=False`` makes any policy prefetch blocking (its transfers finish before the step
-    goes on), the synchronous mode in which the real engine's decisions equal the simulator's."""
+    goes on), the synchronous mode in which the real engine's decisions equal the simulator's.
+    ``table_context`` is the KV length of the policy's cost table (default: the middle of the
+    generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's)."""
     wall = time.perf_counter()
     hw, m = config.hardware(hardware), config.model(model)
     pol = make_policy(policy, **(policy_args or {}))
@@ -97,15 +98,13 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
     _check_trace(trace, m)
     acc = acceptance if acceptance is not None else workload_acceptance(workload)
     sched = build_schedule(trace, g, gen_tokens, acc, seed)
-    cost = CostModel(hw, m, d, cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
-    ctx = PolicyContext(
-        n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=plan.n_slots, gamma=g,
-        costs=cost.cost_table(g, prompt_tokens + gen_tokens // 2), seed=seed,
-        profile=_profile(pol, m.name, seed, trace),
-        future_counts=sched.counts if pol.needs_future else None)
+    cost = policy_cost_model(pol, hw, m, d, g)
+    tctx = prompt_tokens + gen_tokens // 2 if table_context is None else table_context
+    ctx = build_context(pol, cost, plan.n_slots, g, tctx, seed, _profile(pol, m.name, seed, trace), sched.counts)
     cache = ExpertCache(m.n_layers, m.n_experts, plan.n_slots)
     pol.reset(ctx, cache)
-    engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline)
+    engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline,
+                    recorded=recorded_signals(trace, sched))
     counters = engine.run()
     row = {"experiment": experiment, "policy": policy, "model": m.name, "draft": d.name, "hardware": hw.name,
            "workload": workload, "cache_ratio": float(cache_ratio), "gamma": g, "gen_tokens": int(counters.tokens),
@@ -118,15 +117,29 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
 
 
 def _counts(trace: Trace) -> np.ndarray:
-    L, E = trace.n_layers, trace.n_experts
-    idx = (np.arange(L)[None, :, None] * E + trace.experts.astype(np.int64)).ravel()
-    return np.bincount(idx, minlength=L * E).reshape(L, E).astype(float)
+    return routing_counts(trace.experts, trace.n_layers, trace.n_experts)
+
+
+def recorded_signals(trace: Trace, sched) -> dict | None:
+    """Per step, the trace's recorded signals of the step's rows (``[n, L, k]`` each), or None.
+
+    Only an autoregressive schedule (one row per step, the trace's own positions) can use them;
+    a speculative window's rejected drafts have no recorded prediction or weights."""
+    if sched.gamma > 0:
+        return None
+    out = {}
+    if trace.next_pred is not None:
+        out["next_pred"] = [trace.next_pred[t:t + 1] for t in range(sched.n_steps)]
+    if trace.weights is not None:
+        out["weights"] = [trace.weights[t:t + 1] for t in range(sched.n_steps)]
+        out["experts"] = sched.rows
+    return out or None
 
 
 def _profile(policy, model: str, seed: int, trace: Trace) -> np.ndarray | None:
     """The offline profile for policies that use one (``needs_profile``); a replayed real trace is
     its own profile (an optimistic, in-distribution profile, stated in the run's row as ``trace``)."""
-    if not getattr(policy, "needs_profile", False):
+    if not policy.needs_profile:
         return None
     if trace.meta["source"] == "synthetic":
         return profile_counts(model, seed)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.policies.base import CostTable
+from sim.cost_table import CostTable
 
 DEFAULT_CAP = 4096  # largest number of class-count vectors searched exhaustively
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from sim.expert_cache import ExpertCache
-from sim.policies.base import CPU, FETCH, GPU, STREAM, CostTable, PolicyContext, Signals
+from sim.cost_table import CostTable
+from sim.policies.base import CPU, FETCH, GPU, STREAM, PolicyContext, Signals
 
 
 def costs(gpu=10.0, cpu=100.0, cpu_per_token=50.0, transfer=250.0, layer_fixed=20.0, draft=0.0,

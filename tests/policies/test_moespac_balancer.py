@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.policies.base import CostTable
+from sim.cost_table import CostTable
 from sim.policies.moespac.balancer import Balancer, choose_tau, choose_tau_brute
 
 

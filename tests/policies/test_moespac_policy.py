@@ -5,7 +5,8 @@ import pytest
 
 from sim.expert_cache import ExpertCache
 from sim.policies import make_policy
-from sim.policies.base import CPU, GPU, CostTable, PolicyContext, Signals
+from sim.cost_table import CostTable
+from sim.policies.base import CPU, GPU, PolicyContext, Signals
 from sim.policies.moespac import MoESpAc
 
 PRESETS = ["moespac", "moespac_static", "moespac_no_estimator", "moespac_no_balancer",

@@ -90,7 +90,7 @@ class FetchFIFO(Policy):
     def next_transfer(self, cache):
         return self.queue.popleft() if self.queue else None
 
-    def victim(self, layer, expert, cache):
+    def victim(self, layer, expert, cache, demand):
         for v in list(self.order):
             if cache.resident[v] and not cache.pinned[v[0]]:
                 self.order.remove(v)

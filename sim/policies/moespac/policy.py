@@ -134,7 +134,7 @@ class MoESpAc(Policy):
         self.hc.predict(layer, hot, self.bal.n_hot)
         self.tree.unpin(layer)
         self.tree.set_layer(layer, lv if self.release == "level" else self.zeros, cache.resident[layer])
-        want = np.flatnonzero(lv if self.release == "zero" else hot > present)
+        want = np.flatnonzero(hot & ~present)   # hot and neither resident nor on its way
         if want.size:
             lvls = lv[want].tolist() if self.queue_order == "level" else [self.K] * want.size
             self.queue.push_levels(layer, want.tolist(), lvls)
@@ -173,7 +173,7 @@ class MoESpAc(Policy):
         b = self.bal
         return self.tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         p = self._planned
         self._planned = None
         if p is not None and p[0] == layer and p[1] == expert and cache.resident.item(*p[2]) \

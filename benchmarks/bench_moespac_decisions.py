@@ -73,7 +73,7 @@ def run(policy_kwargs: dict, counts: np.ndarray, xfers: int) -> tuple[np.ndarray
             for _ in range(xfers):      # the link: time the policy's calls, not the cache's
                 t0 = clock()
                 item = pol.next_transfer(cache)
-                v = pol.victim(*item, cache) if item is not None and cache.n_free <= 0 else None
+                v = pol.victim(*item, cache, False) if item is not None and cache.n_free <= 0 else None
                 dt = clock() - t0
                 if item is None:
                     break

@@ -135,7 +135,7 @@ class Engine:
 
     def _drain(self):
         """Blocking prefetch (policies with ``overlap = False``): move every queued expert now."""
-        for copy in self.core.pending_prefetches():
+        while (copy := self.core.next_prefetch()) is not None:
             yield self.link.submit(copy, self.transfer_s).event
 
 

@@ -3,9 +3,10 @@
 It runs the same :class:`sim.protocol.ProtocolCore` as :class:`sim.engine.Engine` and advances
 the GPU's and the link's "free at" times by the same arithmetic (:func:`sim.protocol.layer_end_delay`),
 so on every policy it accepts it returns the engine's decode time and counters exactly. It accepts
-a policy as long as the policy never offers a prefetch; the first offered prefetch raises
-:class:`PrefetchingPolicyError` (the link's idle-time choices need the event engine). Demand fetches,
-streams, block copies (``bulk``), ``extra_fetch`` and CPU fallbacks are all supported.
+exactly the policies that never prefetch: those that keep the protocol's default
+:meth:`sim.policies.base.Policy.next_transfer`; any other raises :class:`PrefetchingPolicyError`
+before running (when and how often the link asks for a prefetch needs the event engine). Demand
+fetches, streams, block copies (``bulk``), ``extra_fetch`` and CPU fallbacks are all supported.
 """
 from __future__ import annotations
 
@@ -24,20 +25,19 @@ class PrefetchingPolicyError(ValueError):
     """The fast evaluator only handles policies whose ``next_transfer`` never returns work."""
 
 
-class _NoPrefetchCore(ProtocolCore):
-    """The core, refusing the first prefetch a policy offers."""
-
-    def next_prefetch(self):
-        if self.policy.next_transfer(self.cache) is not None:
-            raise PrefetchingPolicyError(f"policy {self.policy.name!r} prefetches; use the SimPy engine "
-                                         "(sim.engine.Engine / python -m sim run)")
-        return None
+def check_supported(policy: Policy) -> None:
+    """Raise :class:`PrefetchingPolicyError` unless ``policy`` keeps the default ``next_transfer``."""
+    if type(policy).next_transfer is not Policy.next_transfer:
+        raise PrefetchingPolicyError(
+            f"policy {policy.name!r} may prefetch (it defines next_transfer); the fast evaluator handles "
+            "only policies that never prefetch: use the SimPy engine (sim.engine.Engine, python -m sim run)")
 
 
 def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedule: Schedule,
                      context0: int = 256, seed: int = 0):
     """The engine's :class:`sim.metrics.Counters` (decode time, tokens, hits, transfers) by recurrence."""
-    core = _NoPrefetchCore(policy, cache, expert_bytes=cost.expert_bytes, gpu_tab=cost.gpu_expert_table(),
+    check_supported(policy)
+    core = ProtocolCore(policy, cache, expert_bytes=cost.expert_bytes, gpu_tab=cost.gpu_expert_table(),
                            cpu_tab=cost.cpu_expert_table())
     c, xfer, sync = core.c, cost.transfer_s(), cost.layer_sync_s()
     req, nreq = requests_by_layer(schedule.counts)
@@ -47,7 +47,6 @@ def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedu
     for s in range(schedule.n_steps):
         signals = LazySignals(schedule.counts, s, rng, policy.next_layer_accuracy, policy.draft_accuracy)
         core.step_start(s, signals)
-        core.next_prefetch()
         n = int(schedule.n_verify[s])
         if schedule.gamma > 0:
             now += schedule.gamma * cost.draft_token_s(context)
@@ -58,12 +57,10 @@ def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedu
             now += attention
             signals.layer = layer
             plan = core.place(layer, schedule.counts[s, layer], signals, req[s][layer], nreq[s][layer])
-            core.next_prefetch()
             lands, link_free = _copies(plan, now, link_free, xfer, cost, core)
             delay, _, _ = layer_end_delay(plan.gpu_s, plan.cpu_s, now, lands, [w.gpu_s for w in plan.waits], sync)
             now = max([now + delay] + lands)
             core.layer_end(layer, schedule.counts[s, layer])
-            core.next_prefetch()
         context += int(schedule.produced[s])
         c.tokens += int(schedule.produced[s])
         c.steps += 1

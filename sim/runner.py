@@ -16,7 +16,7 @@ from sim.engine import Engine
 from sim.expert_cache import ExpertCache
 from sim.memory_plan import plan_memory
 from sim.policies import make_policy
-from sim.protocol import build_context, policy_cost_model, routing_counts
+from sim.protocol import build_context, policy_cost_model, routing_counts, table_context
 from traces.errors import TraceError
 from traces.io import load_trace
 from traces.schema import Trace
@@ -76,12 +76,12 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
             gen_tokens: int = 512, seed: int = 0, trace: str | Trace | None = None,
             acceptance: float | None = None, experiment: str = "adhoc", prompt_tokens: int = 256,
             context: int = 4096, timeline: bool = False, policy_args: dict | None = None,
-            overlap: bool | None = None, table_context: int | None = None) -> RunResult:
+            overlap: bool | None = None, table_tokens: int | None = None) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``overlap=False`` makes any policy prefetch blocking (its transfers finish before the step
     goes on), the synchronous mode in which the real engine's decisions equal the simulator's.
-    ``table_context`` is the KV length of the policy's cost table (default: the middle of the
+    ``table_tokens`` is the KV length of the policy's cost table (default: the middle of the
     generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's)."""
     wall = time.perf_counter()
     hw, m = config.hardware(hardware), config.model(model)
@@ -99,7 +99,7 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
     acc = acceptance if acceptance is not None else workload_acceptance(workload)
     sched = build_schedule(trace, g, gen_tokens, acc, seed)
     cost = policy_cost_model(pol, hw, m, d, g)
-    tctx = prompt_tokens + gen_tokens // 2 if table_context is None else table_context
+    tctx = table_context(prompt_tokens, gen_tokens) if table_tokens is None else table_tokens
     ctx = build_context(pol, cost, plan.n_slots, g, tctx, seed, _profile(pol, m.name, seed, trace), sched.counts)
     cache = ExpertCache(m.n_layers, m.n_experts, plan.n_slots)
     pol.reset(ctx, cache)

@@ -17,6 +17,11 @@ def policy_cost_model(policy: Policy, hw, m, d, gamma: int) -> CostModel:
     return CostModel(hw, m, d, cpu_scale=policy.cpu_efficiency_scale, n_max=table_tokens(gamma))
 
 
+def table_context(prompt_tokens: int, gen_tokens: int) -> int:
+    """The KV length at which a run's cost table is taken: the middle of the generation."""
+    return prompt_tokens + gen_tokens // 2
+
+
 def build_context(policy: Policy, cost: CostModel, n_slots: int, gamma: int, table_context: int,
                   seed: int = 0, profile: np.ndarray | None = None,
                   future: np.ndarray | None = None) -> PolicyContext:

@@ -223,12 +223,6 @@ class ProtocolCore:
                 return Copy(layer, (expert,), PREFETCH)
         return None
 
-    def pending_prefetches(self):
-        """Blocking prefetch (``overlap = False``): every queued prefetch, one at a time; the
-        executor moves each and calls :meth:`landed` before asking for the next."""
-        while (copy := self.next_prefetch()) is not None:
-            yield copy
-
     def landed(self, copy: Copy, ok: bool = True) -> None:
         """``copy``'s bytes arrived (``ok``), or the copy failed: its slots are freed."""
         c, cache, layer = self.c, self.cache, copy.layer

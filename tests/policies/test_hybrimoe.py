@@ -51,9 +51,9 @@ def test_prefetch_top_scores_of_next_layer_and_score_eviction():
     pol.on_layer_start(0, cache)
     pol.place(0, onehot(4, 0), Signals(), cache)
     assert pol.next_transfer(cache) == (1, 3)
-    assert pol.victim(1, 3, cache) == (1, 1)               # lowest score of layer 1, scores below 0.4
+    assert pol.victim(1, 3, cache, False) == (1, 1)               # lowest score of layer 1, scores below 0.4
     pol.score[1] = [0.5, 0.6, 0.0, 0.4]
-    assert pol.victim(1, 3, cache) is None                 # a prefetch never pushes out a higher score
+    assert pol.victim(1, 3, cache, False) is None                 # a prefetch never pushes out a higher score
 
 
 def test_run_mixes_cpu_and_gpu_and_keeps_quotas():

@@ -52,13 +52,12 @@ def test_eviction_takes_the_lowest_priority_and_prefetch_never_evicts_higher():
         cache.load(*item)
     cache.pinned[1] = True
     pol.on_layer_start(1, cache)                         # layer 0 ran last: lowest topology score
-    assert pol.victim(2, 2, cache) == (0, 0)             # prefetch of (2,2): (0,0) ranks lower
+    assert pol.victim(2, 2, cache, False) == (0, 0)             # prefetch of (2,2): (0,0) ranks lower
     cache.evict(0, 0)
     cache.load(2, 2)
     # a prefetch for a layer-0 expert (next token) may not push out the layer-2 expert
-    assert pol.victim(0, 3, cache) is None
-    pol.note_demand(0, np.array([2, 0, 0, 0]), onehot(4, 0))
-    assert pol.victim(0, 0, cache) == (2, 2)             # a demand fetch always gets a slot
+    assert pol.victim(0, 3, cache, False) is None
+    assert pol.victim(0, 0, cache, True) == (2, 2)             # a demand fetch always gets a slot
 
 
 def test_all_compute_on_gpu_in_a_run():

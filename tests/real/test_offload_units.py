@@ -69,7 +69,7 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
     host = HostExperts([torch.arange(24.0).reshape(2, 4, 3)], [torch.arange(12.0).reshape(2, 3, 2)])
     pool = SlotPool(3, host.expert_shapes, torch.float32, torch.device("cpu"))
     order, gate = [], threading.Event()
-    offered = [Transfer(0, 0, PREFETCH, ("slot", 2))]
+    offered = [Transfer.one(0, 0, PREFETCH, ("slot", 2))]
 
     def landed(job):
         order.append((job.kind, job.expert))
@@ -77,7 +77,7 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
             gate.wait()                     # the link is busy with the first demand...
     engine = CopyEngine(host, pool, lambda: offered.pop() if offered else None, landed, Faults())
     try:
-        first, second = Transfer(0, 1, DEMAND, ("slot", 0)), Transfer(0, 0, DEMAND, ("slot", 1))
+        first, second = Transfer.one(0, 1, DEMAND, ("slot", 0)), Transfer.one(0, 0, DEMAND, ("slot", 1))
         engine.submit(first)
         while not order:
             pass
@@ -96,7 +96,7 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
 
 def test_faults_fail_every_nth_transfer_of_chosen_kinds():
     f = Faults(fail_every=2, kinds=(DEMAND,))
-    jobs = [Transfer(0, i, DEMAND if i % 3 else PREFETCH, ("slot", 0)) for i in range(9)]
+    jobs = [Transfer.one(0, i, DEMAND if i % 3 else PREFETCH, ("slot", 0)) for i in range(9)]
     failed = [j.expert for j in jobs if f.strike(j)]
     assert failed == [2, 5, 8][:len(failed)] and f.failed == len(failed) == 3
 

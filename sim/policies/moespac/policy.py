@@ -134,7 +134,9 @@ class MoESpAc(Policy):
         self.hc.predict(layer, hot, self.bal.n_hot)
         self.tree.unpin(layer)
         self.tree.set_layer(layer, lv if self.release == "level" else self.zeros, cache.resident[layer])
-        want = np.flatnonzero(hot & ~present)   # hot and neither resident nor on its way
+        # hot experts not present; with release "zero" also the resident hot ones (re-queued to win
+        # their level back, the authors' release), never an expert below tau
+        want = np.flatnonzero(hot if self.release == "zero" else hot & ~present)
         if want.size:
             lvls = lv[want].tolist() if self.queue_order == "level" else [self.K] * want.size
             self.queue.push_levels(layer, want.tolist(), lvls)

@@ -84,7 +84,8 @@ class OffloadSession:
                              table_context(len(ids), max_new - 1), opts.context, opts.seed, profile, future)
         self.ex.begin(policy, ctx, sync=opts.sync)
         decoder = OffloadedDecoder(self.m.target, self.m.draft if gamma else None, gamma, self.ex, self._eos())
-        with RouterRecorder(self.m.target, predict_next=False) as rec:
+        # the trace records the next-layer prediction, so a simulated replay reads the same signal
+        with RouterRecorder(self.m.target, predict_next=True) as rec:
             trace, tokens = capture_trace(rec, decoder, ids, max_new, meta)
         c = self.ex.finish()
         c.draft_s = decoder.timer.draft_s

@@ -23,6 +23,7 @@ from real.offload.run import run  # noqa: E402
 from sim.policies import policy_names  # noqa: E402
 
 NOT_RECORDED = {"sp_moe"}   # draft-based prediction: no recorded signal to replay
+RECORDED_SIGNALS = {"fate", "hybrimoe", "mixtral_offload"}
 EXACT = [p for p in policy_names() if p not in NOT_RECORDED]
 
 
@@ -40,6 +41,8 @@ def test_counts_equal_simulator_qwen3(policy):
     sim = replay(trace).engine.c
     assert count_differences(real, sim) == {}
     assert real.requests > 0
+    if policy in RECORDED_SIGNALS:     # the replayed signal drove real prefetches
+        assert trace.next_pred is not None and real.prefetches > 0
     assert trace.sd is not None or trace.meta["gamma"] == 0
 
 

@@ -80,3 +80,27 @@ def test_a_prediction_read_twice_is_the_same_draw():
     assert first.sum() == 4
     sig.layer = 2
     assert sig.next_pred is None
+
+
+@pytest.mark.parametrize("accuracy", [1.0, 0.0])
+def test_the_engine_simulates_the_predictor_accuracy_the_policy_declares(accuracy):
+    """``next_layer_accuracy`` (declared in the protocol) sets the simulated next-layer guess:
+    exact at 1.0, never a requested expert at 0.0 (6 x 16 experts, top-4: free experts exist)."""
+    trace = random_trace(np.random.default_rng(4))
+    seen = []
+
+    class Spy(StaticGPU):
+        next_layer_accuracy = accuracy
+
+        def place(self, layer, counts, signals, cache):
+            if signals.next_pred is not None:
+                seen.append((signals.next_pred.copy(), layer))
+            return super().place(layer, counts, signals, cache)
+
+    pol = Spy()
+    cost, sched, cache, ctx = setup(pol, trace, 4)
+    Engine(cost, pol, cache, sched, ctx).run()
+    truth = [sched.counts[i // 5, layer + 1] for i, (_, layer) in enumerate(seen)]
+    overlap = [int(np.count_nonzero((p > 0) & (t > 0))) for (p, _), t in zip(seen, truth)]
+    assert len(seen) == sched.n_steps * 5
+    assert overlap == ([4] * len(seen) if accuracy == 1.0 else [0] * len(seen))

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+need("torch")
+need("transformers")
 
 from real.offload.options import RunOptions, parse  # noqa: E402
 from real.offload.replay import COUNTS, count_differences, replay  # noqa: E402
-from real.offload.run import run  # noqa: E402
+from real.offload.run import prepare, run  # noqa: E402
 from sim.policies import policy_names  # noqa: E402
 
 NOT_RECORDED = {"sp_moe"}   # draft-based prediction: no recorded signal to replay
@@ -27,11 +29,33 @@ RECORDED_SIGNALS = {"fate", "hybrimoe", "mixtral_offload"}
 EXACT = [p for p in policy_names() if p not in NOT_RECORDED]
 
 
-def sync_run(target: str, policy: str, ratio: float = 0.3, prompts: int = 1):
-    opts = parse(RunOptions, [f"target={target}", "draft=tiny:dense", f"policy={policy}",
+_PREPARED: dict = {}
+_RUNS: dict = {}
+
+
+def _options(target: str, policy: str, ratio: float, prompts: int) -> RunOptions:
+    return parse(RunOptions, [f"target={target}", "draft=tiny:dense", f"policy={policy}",
                               f"cache_ratio={ratio}", "gamma=4", "max_new_tokens=20", f"prompts=tiny:{prompts}",
                               "sync=true", "quiet=true", "warmup=0"])
-    return run(opts)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_prepared():
+    yield
+    for p in _PREPARED.values():
+        p.close()
+    _PREPARED.clear()
+    _RUNS.clear()
+
+
+def sync_run(target: str, policy: str, ratio: float = 0.3, prompts: int = 1):
+    """A synchronous real run (models loaded once per target; each run memoised for the module)."""
+    key = (target, policy, ratio, prompts)
+    if key not in _RUNS:
+        if (target, prompts) not in _PREPARED:
+            _PREPARED[(target, prompts)] = prepare(_options(target, policy, ratio, prompts))
+        _RUNS[key] = run(_options(target, policy, ratio, prompts), _PREPARED[(target, prompts)])
+    return _RUNS[key]
 
 
 @pytest.mark.parametrize("policy", EXACT)

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+torch = need("torch")
+need("transformers")
 
 from real.cli import main  # noqa: E402
 from real.offload.copier import DEMAND, PREFETCH, CopyEngine, Faults, Transfer  # noqa: E402
@@ -79,14 +82,17 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
     try:
         first, second = Transfer.one(0, 1, DEMAND, ("slot", 0)), Transfer.one(0, 0, DEMAND, ("slot", 1))
         engine.submit(first)
+        deadline = time.monotonic() + 30
         while not order:
-            pass
+            assert time.monotonic() < deadline, "the copy engine never served the first demand"
+            time.sleep(0.001)
         engine.wake()                       # ...a prefetch is wanted and a second demand arrives
         engine.submit(second)
         gate.set()
         engine.wait(second)
         while offered:
-            pass
+            assert time.monotonic() < deadline, "the copy engine never asked for the prefetch"
+            time.sleep(0.001)
         engine.close()
         assert order == [(DEMAND, 1), (DEMAND, 0), (PREFETCH, 0)]
         assert torch.equal(pool.gate_up[0], host.gate_up[0][1]) and torch.equal(pool.down[1], host.down[0][0])

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+need("torch")
+need("transformers")
 
 from omegaconf import OmegaConf  # noqa: E402
 

@@ -8,8 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+need("torch")
+need("transformers")
 
 from real.cli import main  # noqa: E402
 from real.offload.options import ValidateOptions, parse  # noqa: E402

@@ -46,7 +46,6 @@ class Fate(OffloadPolicy):
         for e in requested(counts).tolist():
             if (layer, e) in arc:
                 arc.hit((layer, e))
-        req = counts > 0
         where = fetch_all_where(cache, layer, counts)
         if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
             pred = np.asarray(signals.next_pred)

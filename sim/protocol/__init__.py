@@ -6,8 +6,8 @@ time: :mod:`sim.engine` (SimPy), :mod:`real.offload` (threads and copy streams),
 :mod:`sim.fast_eval` (a recurrence) and the test driver (instant transfers).
 """
 from sim.protocol.context import build_context, policy_cost_model, routing_counts, table_context
-from sim.protocol.core import ProtocolCore, SlotObserver
-from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, Wait, layer_end_delay
+from sim.protocol.core import ProtocolCore
+from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait, layer_end_delay
 
 __all__ = ["Copy", "DEMAND", "LayerPlan", "PREFETCH", "ProtocolCore", "STREAM_COPY", "SlotObserver", "Wait",
            "build_context", "layer_end_delay", "policy_cost_model", "routing_counts",

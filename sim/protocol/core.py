@@ -15,17 +15,7 @@ from sim.accounting import MAX_PREFETCH_TRIES, PrefetchTracker, tally_requests
 from sim.expert_cache import CacheError, ExpertCache
 from sim.metrics import Counters
 from sim.policies.base import FETCH, STREAM, Placement, Policy, Signals
-from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, Wait
-
-
-class SlotObserver:
-    """Told when a cache slot is taken or freed (the real executor's buffer pool); no-op here."""
-
-    def taken(self, layer: int, expert: int) -> None:
-        """A slot was reserved for (layer, expert)."""
-
-    def released(self, layer: int, expert: int) -> None:
-        """(layer, expert)'s slot was freed (evicted, or its copy failed)."""
+from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait
 
 
 class ProtocolCore:
@@ -104,26 +94,38 @@ class ProtocolCore:
 
     def _apply_one(self, layer: int, e: int, k: int, w: int, plan: LayerPlan) -> None:
         """A FETCH or STREAM placement of one requested expert."""
-        cache, c = self.cache, self.c
+        c = self.c
         g = float(self.gpu_tab[k])
         if w == STREAM:
             plan.waits.append(Wait(None, Copy(layer, (e,), STREAM_COPY), (e,), g))
         elif w != FETCH:
             raise ValueError(f"policy {self.policy.name!r} returned placement code {w} (valid: 0..3)")
-        elif cache.resident[layer, e]:
-            plan.gpu.append(e)
-            plan.gpu_s += g
-        elif cache.inflight[layer, e]:
-            plan.waits.append(Wait((layer, e), None, (e,), g))
+        elif self._present(layer, e, g, plan):
+            pass
         elif self.reserve(layer, e, demand=True):
             plan.waits.append(Wait((layer, e), Copy(layer, (e,), DEMAND), (e,), g))
         else:
-            c.fallbacks += 1
-            c.cpu_execs += 1
-            plan.cpu.append(e)
-            plan.cpu_s += float(self.cpu_tab[k])
+            self._fallback(e, k, plan)
             return
         c.gpu_execs += 1
+
+    def _present(self, layer: int, e: int, g: float, plan: LayerPlan) -> bool:
+        """A FETCH of a resident (computed now) or in-flight (awaited) expert; False if absent."""
+        if self.cache.resident[layer, e]:
+            plan.gpu.append(e)
+            plan.gpu_s += g
+        elif self.cache.inflight[layer, e]:
+            plan.waits.append(Wait((layer, e), None, (e,), g))
+        else:
+            return False
+        return True
+
+    def _fallback(self, e: int, k: int, plan: LayerPlan) -> None:
+        """A demand fetch found no slot: the expert runs on the CPU."""
+        self.c.fallbacks += 1
+        self.c.cpu_execs += 1
+        plan.cpu.append(e)
+        plan.cpu_s += float(self.cpu_tab[k])
 
     def _apply_bulk(self, layer: int, req, n, where, extra, plan: LayerPlan) -> None:
         """All of a layer's demand fetches as one block copy (``Placement.bulk``)."""
@@ -134,12 +136,7 @@ class ProtocolCore:
         want, gpu_of = [], {}
         for e, k in zip(req[fetch].tolist(), n[fetch].tolist()):
             g = float(self.gpu_tab[k])
-            if cache.resident[layer, e]:
-                plan.gpu.append(e)
-                plan.gpu_s += g
-            elif cache.inflight[layer, e]:
-                plan.waits.append(Wait((layer, e), None, (e,), g))
-            else:
+            if not self._present(layer, e, g, plan):
                 want.append(e)
                 gpu_of[e] = (g, k)
         c.gpu_execs += int(fetch.sum())
@@ -152,11 +149,8 @@ class ProtocolCore:
         granted = self.reserve_many(layer, want)
         for e in want[len(granted):]:
             if e in gpu_of:  # a routed expert that found no slot runs on the CPU
-                c.fallbacks += 1
                 c.gpu_execs -= 1
-                c.cpu_execs += 1
-                plan.cpu.append(e)
-                plan.cpu_s += float(self.cpu_tab[gpu_of[e][1]])
+                self._fallback(e, gpu_of[e][1], plan)
         if granted:
             computed = tuple(e for e in granted if e in gpu_of)
             plan.waits.append(Wait((layer, granted[0]), Copy(layer, tuple(granted), DEMAND), computed,

@@ -1,6 +1,6 @@
 """What the protocol core hands an executor: copies to move and a layer's work plan.
 
-A :class:`Copy` is one host->device copy (one expert, or several of one layer as a block). A
+A :class:`SlotObserver` is told of slot changes (the real executor's buffers). A :class:`Copy` is one host->device copy (one expert, or several of one layer as a block). A
 :class:`LayerPlan` says which requested experts run on the GPU from their slots now, which on the
 CPU, and which wait for a copy (a new one to start, or one already in flight), in the order the
 executor must start and await them. :func:`layer_end_delay` is the GPU's in-order recurrence over
@@ -52,6 +52,16 @@ class LayerPlan:
     waits: list = field(default_factory=list)
     gpu_s: float = 0.0
     cpu_s: float = 0.0
+
+
+class SlotObserver:
+    """Told when a cache slot is taken or freed (the real executor's buffer pool); no-op here."""
+
+    def taken(self, layer: int, expert: int) -> None:
+        """A slot was reserved for (layer, expert)."""
+
+    def released(self, layer: int, expert: int) -> None:
+        """(layer, expert)'s slot was freed (evicted, or its copy failed)."""
 
 
 def layer_end_delay(gpu_s: float, cpu_s: float, t1: float, land_at: list, wait_gpu: list,

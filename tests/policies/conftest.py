@@ -8,7 +8,7 @@ import numpy as np
 from sim.expert_cache import ExpertCache
 from sim.protocol import ProtocolCore, SlotObserver
 from sim.cost_table import CostTable
-from sim.policies.base import CPU, FETCH, GPU, STREAM, PolicyContext, Signals
+from sim.policies.base import PolicyContext, Signals
 
 
 def costs(gpu=10.0, cpu=100.0, cpu_per_token=50.0, transfer=250.0, layer_fixed=20.0, draft=0.0,

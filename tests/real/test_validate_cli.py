@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from tests.real import need
 

@@ -64,3 +64,8 @@ def test_all_compute_on_gpu_in_a_run():
     seq = random_counts(np.random.default_rng(4), S=25, L=3, E=6, k=2)
     d = Driver(make_policy("moe_infinity"), context(L=3, E=6, k=2, slots=8), prefetch_budget=2).run(seq)
     assert d.cpu == 0 and d.fallbacks == 0 and d.prefetches > 0
+    # every request is a hit or a demand fetch (nothing runs on the CPU, nothing is dropped), and a
+    # hit on a prefetched expert is what makes a prefetch useful
+    c = d.core.c
+    assert c.hits + c.demand_fetches == c.requests and c.gpu_execs == c.requests
+    assert 0 < c.prefetch_useful <= c.prefetches

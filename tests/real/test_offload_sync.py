@@ -87,3 +87,19 @@ def test_counts_exercise_every_kind_of_decision():
         for k in COUNTS:
             seen[k] += getattr(c, k)
     assert all(seen[k] > 0 for k in ("hits", "cpu_execs", "demand_fetches", "prefetches", "streams", "evictions"))
+
+
+def test_block_copies_run_as_blocks_on_the_real_executor(monkeypatch):
+    """Accelerate's ``Placement.bulk``: the live executor copies a layer's experts as one transfer
+    (the protocol core's block ``Copy``), as the simulator does, and the slots land together."""
+    from real.offload.transfers import TransferMixin
+    sizes = []
+    original = TransferMixin.transfer
+
+    def spy(self, copy):
+        sizes.append(len(copy.experts))
+        return original(self, copy)
+    monkeypatch.setattr(TransferMixin, "transfer", spy)
+    _RUNS.pop(("tiny:qwen3_moe", "accelerate", 0.3, 1), None)
+    report = sync_run("tiny:qwen3_moe", "accelerate")
+    assert max(sizes) > 1 and sum(sizes) == report.counters[0].demand_fetches

@@ -100,6 +100,23 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
         engine.close()
 
 
+def test_copy_engine_moves_a_block_in_one_job():
+    """A block :class:`Transfer` (several experts of a layer) is copied whole and landed once."""
+    from sim.protocol import Copy
+    host = HostExperts([torch.arange(36.0).reshape(3, 4, 3)], [torch.arange(18.0).reshape(3, 3, 2)])
+    pool = SlotPool(3, host.expert_shapes, torch.float32, torch.device("cpu"))
+    landed = []
+    engine = CopyEngine(host, pool, lambda: None, landed.append, Faults())
+    try:
+        job = Transfer(Copy(0, (2, 0), DEMAND), (("slot", 1), ("slot", 0)))
+        engine.submit(job)
+        engine.wait(job)
+        assert landed == [job] and job.ok
+        assert torch.equal(pool.gate_up[1], host.gate_up[0][2]) and torch.equal(pool.down[0], host.down[0][0])
+    finally:
+        engine.close()
+
+
 def test_faults_fail_every_nth_transfer_of_chosen_kinds():
     f = Faults(fail_every=2, kinds=(DEMAND,))
     jobs = [Transfer.one(0, i, DEMAND if i % 3 else PREFETCH, ("slot", 0)) for i in range(9)]

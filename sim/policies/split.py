@@ -1,6 +1,6 @@
 """CPU/GPU split of one layer's requested experts (Fiddler's exact search, HybriMoE's greedy).
 
-Time model (the same for every policy that uses it, from :class:`sim.policies.base.CostTable`):
+Time model (the same for every policy that uses it, from :class:`sim.cost_table.CostTable`):
 
 * CPU lane: the CPU runs its experts one after another: ``T_cpu = sum cpu(n_i)``.
 * GPU lane: experts already present (resident or in flight) run first, back to back; the

@@ -212,10 +212,8 @@ def test_invariants_under_a_small_executor(name):
             assert 0 <= score[v] < p.bal.tau[v[0]] and not cache.pinned[v[0]]
             assert not p.tree.pinned[v[0]]
     log = drive(pol, cache, counts, xfers=3, check=check)
-    assert any(x[0] == "land" for x in log)
-    m = pol.metrics()
-    assert 0.0 <= m["hot_precision"] <= 1.0 and 0.0 <= m["hot_recall"] <= 1.0
-    assert len(m["hot_precision_by_layer"]) == L
+    assert sum(x[0] == "land" for x in log) == pol.n_victims + min(slots, sum(x[0] == "land" for x in log))
+    cache.check()
 
 
 def test_deterministic():
@@ -229,14 +227,12 @@ def test_deterministic():
     assert repr(runs[0][1]) == repr(runs[1][1])
 
 
-def test_end_to_end_run_is_deterministic_and_reports_metrics():
+def test_end_to_end_run_is_deterministic():
     import sim.runner as runner
     rows = [runner.run_one(policy="moespac", workload="gsm8k", gen_tokens=48).row for _ in range(2)]
     for r in rows:
         r.pop("sim_wall_s", None)
     assert repr(rows[0]) == repr(rows[1])
-    assert 0.0 < rows[0]["hot_precision"] <= 1.0 and rows[0]["tps"] > 0
-    assert len(rows[0]["hot_precision_by_layer"]) == 48
 
 
 def test_end_to_end_beats_llamacpp_and_the_authors_setting():

@@ -242,3 +242,22 @@ def test_end_to_end_beats_llamacpp_and_the_authors_setting():
            for p in ("moespac", "moespac_static", "llamacpp", "llamacpp_sd")}
     assert tps["moespac"] >= 1.2 * max(tps["llamacpp"], tps["llamacpp_sd"])
     assert tps["moespac"] >= tps["moespac_static"]
+
+
+@pytest.mark.parametrize("release", ["zero", "level"])
+def test_only_experts_at_or_above_tau_are_queued(release):
+    """With a fixed tau of 2 no expert at level 1 is queued, whichever release rule (the "zero"
+    release re-queues resident hot experts too, "level" only the absent ones)."""
+    pol, cache = make(MoESpAc(estimator="static", up=1, down=1, balancer=False, tau=2, release=release),
+                      L=1, E=4, slots=4)
+    cache.load(0, 0)
+    c = np.array([3, 3, 1, 0], dtype=np.uint8)
+    for _ in range(2):      # levels rise by one per step: experts 0, 1 to 2, expert 2 to 1
+        pol.on_step_start(0, None, cache)
+        cache.pinned[0] = True
+        pol.on_layer_start(0, cache)
+        cache.pinned[0] = False
+        pol.on_layer_end(0, c, cache)
+    assert pol.est.rows[0].tolist() == [2, 2, 1, 0]
+    queued = {e for _, e, _ in pol.queue.live()}
+    assert queued == ({0, 1} if release == "zero" else {1})

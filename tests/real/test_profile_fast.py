@@ -53,3 +53,23 @@ def test_simulator_runs_on_the_profiled_machine(profiled):
     data = OmegaConf.to_container(OmegaConf.load(profiled), resolve=True)
     row = run_one(policy="moespac", workload="gsm8k", hardware=data, gen_tokens=24, cache_ratio=0.1).row
     assert row["hardware"] == "unit_cpu" and row["tps"] > 0
+
+
+def test_the_fit_recovers_the_kernel_and_overhead_the_cost_model_charges():
+    """Measurements made by the cost model itself (kernel 7 us, overhead 250 us) are fitted back
+    exactly: the profiler's least squares and the cost model count the same kernels."""
+    from types import SimpleNamespace
+
+    from real.offload.profile_yaml import _spec
+    from sim.cost_model import layer_kernels
+    hw0 = dict(config.load_preset("hardware", "rtx4090_pcie4"), gpu_kernel_us=7.0, step_overhead_us=250.0)
+    mspec, dspec = config.load_preset("model", "deepseek_v2_lite"), config.load_preset("draft", "qwen3_4b_fp8")
+    truth = CostModel(config.hardware(hw0), config.model(mspec), config.draft(dspec))
+    opts = SimpleNamespace(gamma=4, context=512)
+    L, n = mspec["n_layers"], opts.gamma + 1
+    head = truth.step_fixed_s(n)
+    meas = {"verify_s": head + L * truth.layer_fixed_s(n, 512), "head_s": head, "layers_total": L,
+            "draft_s": truth.draft_token_s(512)}
+    hw, _ = _spec(meas, opts, layer_kernels(mspec["n_shared_experts"]), hw0, mspec, dspec)
+    assert hw["gpu_kernel_us"] == pytest.approx(7.0, rel=1e-6)
+    assert hw["step_overhead_us"] == pytest.approx(250.0, rel=1e-6)

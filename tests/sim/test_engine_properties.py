@@ -104,3 +104,19 @@ def test_the_engine_simulates_the_predictor_accuracy_the_policy_declares(accurac
     overlap = [int(np.count_nonzero((p > 0) & (t > 0))) for (p, _), t in zip(seen, truth)]
     assert len(seen) == sched.n_steps * 5
     assert overlap == ([4] * len(seen) if accuracy == 1.0 else [0] * len(seen))
+
+
+def test_recorded_signals_replace_the_simulated_ones():
+    """A captured trace's next-layer prediction and gate weights are read as the live executor
+    computes them: counts of the recorded next-layer ids, and the mean gate weight per expert."""
+    from sim.signals import LazySignals
+
+    counts = np.zeros((1, 2, 4), dtype=np.uint8)
+    counts[0, 0, [0, 1]] = 1
+    rec = {"next_pred": [np.array([[[2, 3], [-1, -1]]])], "weights": [np.array([[[0.75, 0.25], [0.5, 0.5]]])],
+           "experts": [np.array([[[0, 1], [2, 3]]])]}
+    sig = LazySignals(counts, 0, np.random.default_rng(0), next_acc=0.0, draft_acc=0.0, recorded=rec)
+    assert sig.next_pred.tolist() == [0, 0, 1, 1]          # not the accuracy-0 simulated guess
+    assert sig.router_scores.tolist() == [0.75, 0.25, 0.0, 0.0]
+    sig.layer = 1
+    assert sig.next_pred is None and sig.router_scores.tolist() == [0.0, 0.0, 0.5, 0.5]

@@ -11,10 +11,22 @@ USAGE = """usage: python -m sim {run,sweep} [key=value ...] [-m] [hydra/launcher
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
 
 
+def expand_hf(args: list[str]) -> list[str]:
+    """``model=hf:PATH`` -> ``model=hf model.hf_path=PATH`` (a path is no Hydra preset name)."""
+    out = []
+    for a in args:
+        if a.startswith("model=hf:"):
+            out += ["model=hf", f"model.hf_path={a[len('model=hf:'):]}"]
+        else:
+            out.append(a)
+    return out
+
+
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(USAGE)
     command = sys.argv.pop(1)
+    sys.argv[1:] = _format_flag(expand_hf(sys.argv[1:]))
     import hydra
 
     from sim import cli
@@ -30,6 +42,18 @@ def main() -> None:
             sys.exit(f"error: {exc}")
 
     hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command)(guarded)()
+
+
+def _format_flag(args: list[str]) -> list[str]:
+    """Accept ``--format=csv`` / ``--format csv`` as the Hydra override ``format=csv``."""
+    out, it = [], iter(args)
+    for a in it:
+        if a.startswith("--format="):
+            a = "format=" + a.split("=", 1)[1]
+        elif a == "--format":
+            a = "format=" + next(it, "")
+        out.append(a)
+    return out
 
 
 if __name__ == "__main__":

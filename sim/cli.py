@@ -1,6 +1,7 @@
 """The ``python -m sim run|sweep`` commands (Hydra task functions)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -8,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 from traces.io import atomic_write_bytes
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
-            "context", "timeline")
+            "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib")
 
 
 def _choice(group: str) -> str:
@@ -33,8 +34,12 @@ def _save_config(cfg: DictConfig, out: Path) -> None:
 
 
 def _specs(cfg: DictConfig) -> dict:
+    """The machine (its gpu/host/link parts and field overrides), runtime, model and draft."""
     c = OmegaConf.to_container(cfg, resolve=True)
-    return {"hardware": c["hardware"], "model": c["model"], "draft": c["draft"]}
+    hw = {k: v for k, v in c["hardware"].items() if v is not None}
+    if "host" in c and "cpu" not in hw:
+        hw.update(gpu=c["gpu"], host=c["host"], link=c["link"])   # a composition, not a flat machine
+    return {"hardware": hw, "model": c["model"], "draft": c["draft"], "runtime": c.get("runtime")}
 
 
 def run_command(cfg: DictConfig) -> dict:
@@ -62,21 +67,28 @@ def run_command(cfg: DictConfig) -> dict:
         chrome_trace(res.engine.events, out / "timeline.json")
         gantt_png(res.engine.events, out / "timeline.png", title=f"{row['policy']} on {row['workload']}")
         print(f"timeline: {out / 'timeline.json'} (open in ui.perfetto.dev), {out / 'timeline.png'}")
+    print(res.plan.report())
     print(f"results: {out / RESULTS_FILE}")
     return row
 
 
 def sweep_command(cfg: DictConfig) -> None:
     """Every policy x workload (x grid) of the experiment; prints the TPS table, writes results."""
+    from analysis.sweep_table import check_format
+    from sim.parallel import check_backend
     from sim.sweep import execute, expand, tps_table
 
+    check_format(str(cfg.format))
+    check_backend(str(cfg.backend), cfg.ray_address)
     out = _output_dir(cfg)
     exp = OmegaConf.to_container(cfg.experiment, resolve=True)
     base = {k: cfg[k] for k in ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context",
-                                "acceptance")}
+                                "acceptance", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib")}
     base.update(_specs(cfg), experiment=exp["name"])
     runs = expand(base, exp.get("policies", "all"), exp["workloads"], exp.get("grid") or {})
     _save_config(cfg, out)
-    df = execute(runs, out, n_jobs=int(cfg.n_jobs), resume=bool(cfg.resume))
-    print(tps_table(df))
-    print(f"results: {out / 'results.parquet'} ({len(df)} runs)")
+    df = execute(runs, out, n_jobs=int(cfg.n_jobs), resume=bool(cfg.resume), backend=str(cfg.backend),
+                 address=cfg.ray_address)
+    print(tps_table(df, exp["name"], str(cfg.format)))
+    # a machine-readable table stays alone on stdout
+    print(f"results: {out / 'results.parquet'} ({len(df)} runs)", file=sys.stdout if cfg.format == "text" else sys.stderr)

@@ -60,9 +60,11 @@ def test_the_fit_recovers_the_kernel_and_overhead_the_cost_model_charges():
     exactly: the profiler's least squares and the cost model count the same kernels."""
     from types import SimpleNamespace
 
+    import dataclasses
+
     from real.offload.profile_yaml import _spec
-    from sim.cost_model import layer_kernels
-    hw0 = dict(config.load_preset("hardware", "rtx4090_pcie4"), gpu_kernel_us=7.0, step_overhead_us=250.0)
+    flat = {k: v for k, v in dataclasses.asdict(config.hardware("rtx4090_pcie4")).items() if k != "draft_overhead_us"}
+    hw0 = dict(flat, gpu_kernel_us=7.0, step_overhead_us=250.0)
     mspec, dspec = config.load_preset("model", "deepseek_v2_lite"), config.load_preset("draft", "qwen3_4b_fp8")
     truth = CostModel(config.hardware(hw0), config.model(mspec), config.draft(dspec))
     opts = SimpleNamespace(gamma=4, context=512)
@@ -70,6 +72,7 @@ def test_the_fit_recovers_the_kernel_and_overhead_the_cost_model_charges():
     head = truth.step_fixed_s(n)
     meas = {"verify_s": head + L * truth.layer_fixed_s(n, 512), "head_s": head, "layers_total": L,
             "draft_s": truth.draft_token_s(512)}
-    hw, _ = _spec(meas, opts, layer_kernels(mspec["n_shared_experts"]), hw0, mspec, dspec)
+    kernels = truth.hw.kernels_per_layer + (truth.hw.kernels_per_shared_expert if mspec["n_shared_experts"] else 0)
+    hw, _ = _spec(meas, opts, kernels, hw0, mspec, dspec)
     assert hw["gpu_kernel_us"] == pytest.approx(7.0, rel=1e-6)
     assert hw["step_overhead_us"] == pytest.approx(250.0, rel=1e-6)

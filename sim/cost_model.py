@@ -7,6 +7,11 @@ the experts' quant format; the runtime may scale the achieved bandwidth per form
 (``gpu_quant_eff`` / ``cpu_quant_eff``). Tables measured by ``python -m real profile`` (``hardware.tables``) override the
 roofline for expert times and transfers: ``gpu_expert_us[n]`` / ``cpu_expert_us[n]`` by tokens
 ``n = 0..N`` and ``transfer_us`` for one expert.
+
+A ``STREAM`` placement (vLLM's UVA offload) is charged as one expert's ``transfer_s`` on the link
+followed by its GPU time from the table: the executors copy the weights into a staging buffer and
+then compute, so the simulator models what the real executor does (a zero-copy kernel that reads
+host memory while computing, overlapping the two, is not modelled).
 """
 from __future__ import annotations
 
@@ -15,9 +20,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.config import DraftSpec, HardwareSpec, ModelSpec
-from sim.policies.base import CostTable
+from sim.cost_table import CostTable
 
 GB, US, GIB = 1e9, 1e-6, 2 ** 30
+
+TABLE_MIN_TOKENS = 64   # expert tables cover at least 0..64 tokens (beyond: linear extrapolation)
+
+
+def table_tokens(gamma: int) -> int:
+    """The largest per-expert token count a run's tables cover (a verify window is gamma+1)."""
+    return max(TABLE_MIN_TOKENS, gamma + 1)
 
 
 @dataclass(frozen=True)
@@ -32,7 +44,7 @@ class CostModel:
     model: ModelSpec
     draft: DraftSpec
     cpu_scale: float = 1.0
-    n_max: int = 64
+    n_max: int = TABLE_MIN_TOKENS
 
     # --- experts -------------------------------------------------------------------------
     @property
@@ -80,11 +92,6 @@ class CostModel:
         if "transfer_us" in t:
             return n_experts * float(t["transfer_us"]) * US
         return self.hw.pcie_latency_us * US + n_experts * self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
-
-    def stream_s(self, n: int) -> float:
-        """GPU time for one expert whose weights are read over PCIe by the kernel (UVA): link-bound."""
-        return max(self.expert_bytes / (self.hw.pcie_h2d_gbs * GB), float(self._expert_flops(n))
-                   / (self.hw.gpu_tflops * 1e12 * self.hw.gpu_flops_eff)) + self.hw.gpu_kernel_us * US
 
     # --- non-expert parts -------------------------------------------------------------------
     def layer_fixed_s(self, n_tokens: int, context: int) -> float:

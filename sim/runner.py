@@ -12,12 +12,11 @@ from functools import lru_cache
 import numpy as np
 
 from sim import config
-from sim.cost_model import CostModel
 from sim.engine import Engine
 from sim.expert_cache import ExpertCache
 from sim.memory_plan import MemoryPlan
 from sim.policies import make_policy  # noqa: F401  (sim.runner.make_policy is patched by tests)
-from sim.policies.base import PolicyContext
+from sim.protocol import build_context, policy_cost_model, routing_counts, table_context
 from traces.errors import TraceError
 from traces.schema import Trace
 from traces.windows import Schedule, build_schedule
@@ -118,7 +117,7 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             context: int = 4096, timeline: bool = False, policy_args: dict | None = None,
             overlap: bool | None = None, runtime=None, quant: str | None = None,
             quant_dense: str | None = None, slots_per_layer: int | None = None,
-            vram_budget_gib: float | None = None) -> RunResult:
+            vram_budget_gib: float | None = None, table_tokens: int | None = None) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``runtime`` (a conf/runtime name or mapping; None: the policy preset's) supplies the
@@ -126,7 +125,9 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     knob (``n_cpu_moe``, ``gpu_experts_per_layer``) replace ``cache_ratio``; ``vram_budget_gib``
     caps the VRAM. ``overlap=False`` makes any policy prefetch blocking (its transfers finish
     before the step goes on), the synchronous mode in which the real engine's decisions equal the
-    simulator's. The row carries the run's identity (:func:`sim.resolve.resolve`) and its ``run_id``."""
+    simulator's. ``table_tokens`` is the KV length of the policy's cost table (default: the
+    middle of the generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's).
+    The row carries the run's identity (:func:`sim.resolve.resolve`) and its ``run_id``."""
     from sim.identity import identity_columns
     from sim.resolve import resolve
 
@@ -135,6 +136,8 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
                 experiment, prompt_tokens, context, policy_args, overlap, runtime, quant, quant_dense,
                 slots_per_layer, vram_budget_gib)
     hw, m, d, pol, g, trace, plan = r.hw, r.model, r.draft, r.policy, r.gamma, r.trace, r.plan
+    if table_tokens is not None:          # a replay's cost-table context changes the numbers
+        r.identity["table_tokens"] = int(table_tokens)
     cache_ratio, workload = r.cache_ratio, r.workload
     key = None
     if trace is None:
@@ -142,15 +145,13 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
         trace = synthetic_trace(*key)
     acc = r.acceptance if r.acceptance is not None else 0.0
     sched = schedule(trace, key, g, gen_tokens, acc, seed)
-    cost = CostModel(hw, m, d, cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
-    ctx = PolicyContext(
-        n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=plan.n_slots, gamma=g,
-        costs=cost.cost_table(g, prompt_tokens + gen_tokens // 2), seed=seed,
-        profile=_profile(pol, m, seed, trace),
-        future_counts=sched.counts if pol.needs_future else None)
+    cost = policy_cost_model(pol, hw, m, d, g)
+    tctx = table_context(prompt_tokens, gen_tokens) if table_tokens is None else table_tokens
+    ctx = build_context(pol, cost, plan.n_slots, g, tctx, seed, _profile(pol, m, seed, trace), sched.counts)
     cache = ExpertCache(m.n_layers, m.n_experts, plan.n_slots)
     pol.reset(ctx, cache)
-    engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline)
+    engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline,
+                    recorded=recorded_signals(trace, sched))
     counters = engine.run()
     row = {"experiment": experiment, "policy": policy, "model": m.name, "draft": d.name, "hardware": hw.name,
            "workload": workload, "cache_ratio": float(cache_ratio), "gamma": g, "gen_tokens": int(counters.tokens),
@@ -165,15 +166,29 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
 
 
 def _counts(trace: Trace) -> np.ndarray:
-    L, E = trace.n_layers, trace.n_experts
-    idx = (np.arange(L)[None, :, None] * E + trace.experts.astype(np.int64)).ravel()
-    return np.bincount(idx, minlength=L * E).reshape(L, E).astype(float)
+    return routing_counts(trace.experts, trace.n_layers, trace.n_experts)
+
+
+def recorded_signals(trace: Trace, sched) -> dict | None:
+    """Per step, the trace's recorded signals of the step's rows (``[n, L, k]`` each), or None.
+
+    Only an autoregressive schedule (one row per step, the trace's own positions) can use them;
+    a speculative window's rejected drafts have no recorded prediction or weights."""
+    if sched.gamma > 0:
+        return None
+    out = {}
+    if trace.next_pred is not None:
+        out["next_pred"] = [trace.next_pred[t:t + 1] for t in range(sched.n_steps)]
+    if trace.weights is not None:
+        out["weights"] = [trace.weights[t:t + 1] for t in range(sched.n_steps)]
+        out["experts"] = sched.rows
+    return out or None
 
 
 def _profile(policy, m: config.ModelSpec, seed: int, trace: Trace) -> np.ndarray | None:
     """The offline profile for policies that use one (``needs_profile``); a replayed real trace is
     its own profile (an optimistic, in-distribution profile, stated in the run's row as ``trace``)."""
-    if not getattr(policy, "needs_profile", False):
+    if not policy.needs_profile:
         return None
     if trace.meta["source"] == "synthetic":
         return profile_counts(m.name, seed, routing_shape(m))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 HOOKS = ("reset", "initial_residency", "on_step_start", "on_layer_start", "place", "on_layer_end",
-         "next_transfer", "victim", "on_transfer_done")
+         "next_transfer", "victim", "victims", "on_transfer_done", "on_transfers_done")
 
 
 class TimedPolicy:

@@ -120,12 +120,11 @@ class Fiddler(OffloadPolicy):
         on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=min(spare, self.fetch_slots),
                             memo=self.split_memo, times=self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand_experts(layer, (on_gpu & ~cache.resident[layer]).nonzero()[0])
         return Placement(where)
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         found = self.lru.oldest_evictable(cache)
-        return found if found is not None else self.refuse(layer, expert)
+        return found if found is not None else self.refuse(demand)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         self.lru.touch(layer, expert)

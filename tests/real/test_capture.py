@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+need("torch")
+need("transformers")
 
 import real.model_loading as model_loading  # noqa: E402
 import traces.io  # noqa: E402

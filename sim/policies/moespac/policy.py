@@ -134,7 +134,9 @@ class MoESpAc(Policy):
         self.hc.predict(layer, hot, self.bal.n_hot)
         self.tree.unpin(layer)
         self.tree.set_layer(layer, lv if self.release == "level" else self.zeros, cache.resident[layer])
-        want = np.flatnonzero(lv if self.release == "zero" else hot > present)
+        # hot experts not present; with release "zero" also the resident hot ones (re-queued to win
+        # their level back, the authors' release), never an expert below tau
+        want = np.flatnonzero(hot if self.release == "zero" else hot & ~present)
         if want.size:
             lvls = lv[want].tolist() if self.queue_order == "level" else [self.K] * want.size
             self.queue.push_levels(layer, want.tolist(), lvls)
@@ -173,7 +175,7 @@ class MoESpAc(Policy):
         b = self.bal
         return self.tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         p = self._planned
         self._planned = None
         if p is not None and p[0] == layer and p[1] == expert and cache.resident.item(*p[2]) \

@@ -120,6 +120,17 @@ def _run_meta(cfg: CaptureConfig, models) -> dict:
             **models.shape}
 
 
+def _model_spec(model, name: str) -> dict | None:
+    """The simulator's spec of the captured target, derived from its config (``sim run trace=FILE``
+    replays it without a preset); None for a family the derivation does not know."""
+    from sim.specs.hf_config import UnsupportedConfig, derive
+    try:
+        return derive(model.config.get_text_config().to_dict(), name=Path(str(name)).name or str(name),
+                      source=f"captured config of {name}")
+    except UnsupportedConfig:
+        return None
+
+
 def _capture_all(cfg: CaptureConfig, models, meta: dict, jobs: list, total: int) -> dict:
     from tqdm import tqdm
     from real.router_hooks import RouterRecorder, capture_trace
@@ -129,7 +140,7 @@ def _capture_all(cfg: CaptureConfig, models, meta: dict, jobs: list, total: int)
     if not jobs:
         return stats
     models.load()
-    meta = dict(meta, **moe_summary(models.target))
+    meta = dict(meta, **moe_summary(models.target), model_spec=_model_spec(models.target, cfg.target))
     eos = models.eos() if cfg.eos else None
     bar = tqdm(total=total, initial=total - len(jobs), unit="prompt", desc="capture", disable=not cfg.progress)
     with RouterRecorder(models.target) as recorder, bar:

@@ -4,10 +4,13 @@ from __future__ import annotations
 import sys
 
 COMMANDS = {"run": "run_command", "sweep": "sweep_command"}
-USAGE = """usage: python -m sim {run,sweep} [key=value ...] [-m] [hydra/launcher=joblib]
+PLAIN = ("validate", "calibrate")   # key=value commands without Hydra (sim/fidelity)
+USAGE = """usage: python -m sim {run,sweep,validate,calibrate} [key=value ...] [-m] [hydra/launcher=joblib]
   run    one policy on one workload:  python -m sim run policy=moespac workload=gsm8k cache_ratio=0.17
   sweep  every policy x workload:     python -m sim sweep cache_ratio=0.17
          a named experiment:          python -m sim sweep experiment=paper_qwen3
+  validate  predicted vs measured:    python -m sim validate points=conf/validation/train.yaml [out=DIR] [json=true]
+  calibrate fit a runtime profile:    python -m sim calibrate points=conf/validation/train.yaml runtime=llama_cpp
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
 
 
@@ -23,6 +26,10 @@ def expand_hf(args: list[str]) -> list[str]:
 
 
 def main() -> None:
+    if len(sys.argv) >= 2 and sys.argv[1] in PLAIN:
+        from sim.fidelity.cli import main as plain
+
+        return plain(sys.argv[1], sys.argv[2:])
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(USAGE)
     command = sys.argv.pop(1)

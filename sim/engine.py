@@ -82,29 +82,35 @@ class Engine:
             if sched.gamma > 0:
                 d = sched.gamma * cost.draft_token_s(context)
                 yield from self._gpu_fixed(d, "draft", "draft_s")
-            yield from self._gpu_fixed(cost.step_fixed_s(n), "embed+lm_head", "step_fixed_s")
+            head = cost.cpu_step_fixed_s(n) if pol.output_on_cpu else cost.step_fixed_s(n)
+            yield from self._gpu_fixed(head, "embed+lm_head", "step_fixed_s", "CPU" if pol.output_on_cpu else "GPU")
             attention = cost.layer_fixed_s(n, context)
+            cpu_attention = cost.cpu_layer_fixed_s(n, context) if pol.cpu_layers else 0.0
             for layer in range(self.cache.n_layers):
-                yield from self._layer(s, layer, attention, signals)
+                on_cpu = layer in pol.cpu_layers
+                yield from self._layer(s, layer, cpu_attention if on_cpu else attention, signals, on_cpu)
             context += int(sched.produced[s])
             self.c.tokens += int(sched.produced[s])
             self.c.steps += 1
             self.c.step_s.append(env.now - t_step)
 
-    def _gpu_fixed(self, dur: float, label: str, counter: str):
+    def _gpu_fixed(self, dur: float, label: str, counter: str, lane: str = "GPU"):
         start = self.env.now
         yield self.env.timeout(dur)
-        self.c.gpu_busy_s += dur
+        if lane == "GPU":
+            self.c.gpu_busy_s += dur
+        else:
+            self.c.cpu_busy_s += dur
         setattr(self.c, counter, getattr(self.c, counter) + dur)
-        self._mark("GPU", label, start, self.env.now)
+        self._mark(lane, label, start, self.env.now)
 
-    def _layer(self, s: int, layer: int, attention: float, signals: LazySignals):
+    def _layer(self, s: int, layer: int, attention: float, signals: LazySignals, attn_on_cpu: bool = False):
         env, cache, c = self.env, self.cache, self.c
         t0 = env.now
         cache.pinned[layer] = True
         self.policy.on_layer_start(layer, cache)
         yield env.timeout(attention)
-        self._mark("GPU", f"L{layer} attn", t0, env.now)
+        self._mark("CPU" if attn_on_cpu else "GPU", f"L{layer} attn", t0, env.now)
         counts = self.sched.counts[s, layer]
         signals.layer = layer
         placement = self.policy.place(layer, counts, signals, cache)
@@ -136,8 +142,8 @@ class Engine:
         else:
             gpu_end = t1 + gpu_now
             yield env.timeout(max(gpu_now, cpu_t) + (self.sync_s if cpu_t > 0 else 0.0))
-        c.gpu_busy_s += attention + gpu_now
-        c.cpu_busy_s += cpu_t
+        c.gpu_busy_s += gpu_now + (0.0 if attn_on_cpu else attention)
+        c.cpu_busy_s += cpu_t + (attention if attn_on_cpu else 0.0)
         self._mark("GPU", f"L{layer} experts", t1, gpu_end)
         if cpu_t > 0:
             self._mark("CPU", f"L{layer} experts", t1, t1 + cpu_t)

@@ -1,6 +1,7 @@
 """The ``python -m sim run|sweep`` commands (Hydra task functions)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -73,8 +74,12 @@ def run_command(cfg: DictConfig) -> dict:
 
 def sweep_command(cfg: DictConfig) -> None:
     """Every policy x workload (x grid) of the experiment; prints the TPS table, writes results."""
+    from analysis.sweep_table import check_format
+    from sim.parallel import check_backend
     from sim.sweep import execute, expand, tps_table
 
+    check_format(str(cfg.format))
+    check_backend(str(cfg.backend), cfg.ray_address)
     out = _output_dir(cfg)
     exp = OmegaConf.to_container(cfg.experiment, resolve=True)
     base = {k: cfg[k] for k in ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context",
@@ -82,6 +87,15 @@ def sweep_command(cfg: DictConfig) -> None:
     base.update(_specs(cfg), experiment=exp["name"])
     runs = expand(base, exp.get("policies", "all"), exp["workloads"], exp.get("grid") or {})
     _save_config(cfg, out)
-    df = execute(runs, out, n_jobs=int(cfg.n_jobs), resume=bool(cfg.resume))
-    print(tps_table(df))
-    print(f"results: {out / 'results.parquet'} ({len(df)} runs)")
+    df = execute(runs, out, n_jobs=int(cfg.n_jobs), resume=bool(cfg.resume), backend=str(cfg.backend),
+                 address=cfg.ray_address)
+    print(tps_table(df, exp["name"], str(cfg.format)))
+    # a machine-readable table stays alone on stdout
+    print(f"results: {out / 'results.parquet'} ({len(df)} runs)", file=sys.stdout if cfg.format == "text" else sys.stderr)
+
+
+def plan_command(cfg: DictConfig) -> list:
+    """``python -m sim plan``: see :mod:`sim.plan.command`."""
+    from sim.plan.command import plan_command as plan
+
+    return plan(cfg)

@@ -22,7 +22,7 @@ from sim.policies.base import PolicyContext
 from traces.errors import TraceError
 from traces.io import load_trace
 from traces.schema import Trace
-from traces.windows import build_schedule
+from traces.windows import Schedule, build_schedule
 
 PROFILE_TOKENS = 1024
 PROFILE_SEED_OFFSET = 7919
@@ -67,6 +67,38 @@ def profile_counts(model: str, seed: int, shape: tuple | None = None) -> np.ndar
     return sum(_counts(synthetic_trace(model, w, per, seed + PROFILE_SEED_OFFSET, shape)) for w in names)
 
 
+@lru_cache(maxsize=64)
+def _preset_spec(kind: str, name: str):
+    return getattr(config, kind)(name)
+
+
+def spec(kind: str, name_or_cfg):
+    """``config.hardware|model|draft`` of a preset name (memoised: the specs are frozen) or of a
+    mapping (built each time)."""
+    if isinstance(name_or_cfg, str):
+        return _preset_spec(kind, name_or_cfg)
+    return getattr(config, kind)(name_or_cfg)
+
+
+@lru_cache(maxsize=64)
+def _synthetic_schedule(model: str, workload: str, tokens: int, seed: int, shape: tuple | None,
+                        gamma: int, gen_tokens: int, acceptance: float) -> Schedule:
+    trace = synthetic_trace(model, workload, tokens, seed, shape)
+    sched = build_schedule(trace, gamma, gen_tokens, acceptance, seed)
+    for a in (sched.counts, sched.n_verify, sched.produced, *sched.rows):
+        a.flags.writeable = False          # shared by every run of the point: nobody may change it
+    return sched
+
+
+def schedule(trace: Trace, synthetic_key: tuple | None, gamma: int, gen_tokens: int, acceptance: float,
+             seed: int) -> Schedule:
+    """The decode steps of a run; memoised (read-only) for synthetic traces, whose key
+    ``(model, workload, tokens, seed, shape)`` names them exactly."""
+    if synthetic_key is None:
+        return build_schedule(trace, gamma, gen_tokens, acceptance, seed)
+    return _synthetic_schedule(*synthetic_key, gamma, gen_tokens, float(acceptance))
+
+
 def workload_acceptance(workload: str) -> float:
     """The preset's per-token draft acceptance probability."""
     from traces.synth import workload_preset
@@ -104,7 +136,7 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
     if overlap is not None:
         pol.overlap = overlap
     g = int(gamma) if pol.speculative else 0
-    d = config.draft(draft if g > 0 else "none")
+    d = spec("draft", draft if g > 0 else "none")
     slots = pol.slot_request(m.n_layers, m.n_experts)
     if slots is None and slots_per_layer is not None:
         slots = int(slots_per_layer) * m.n_layers
@@ -114,11 +146,13 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
         cache_ratio = plan.n_slots / (m.n_layers * m.n_experts)
     if isinstance(trace, str):
         trace = load_trace(trace)
+    key = None
     if trace is None:
-        trace = synthetic_trace(m.name, workload, gen_tokens + g + 1, seed, routing_shape(m))
+        key = (m.name, workload, gen_tokens + g + 1, seed, routing_shape(m))
+        trace = synthetic_trace(*key)
     _check_trace(trace, m)
     acc = acceptance if acceptance is not None else workload_acceptance(workload)
-    sched = build_schedule(trace, g, gen_tokens, acc, seed)
+    sched = schedule(trace, key, g, gen_tokens, acc, seed)
     cost = CostModel(hw, m, d, cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
     ctx = PolicyContext(
         n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=plan.n_slots, gamma=g,

@@ -64,21 +64,20 @@ def _run(args: dict) -> dict:
     return run_one(**args).row
 
 
-def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = True) -> pd.DataFrame:
-    """Run everything not yet in ``out_dir/results.parquet``, appending each row as it finishes."""
+def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = True, backend: str = "loky",
+            address: str | None = None) -> pd.DataFrame:
+    """Run everything not yet in ``out_dir/results.parquet``, appending each row as it finishes.
+
+    ``backend``/``address``: where the runs execute (:func:`sim.parallel.run_all`)."""
+    from sim.parallel import run_all
+
     path = Path(out_dir) / RESULTS_FILE
     done = done_keys(path) if resume else set()
     todo = [r for r in runs if _key(r) not in done]
     if not resume and path.exists():
         path.unlink()
     bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="runs", unit="run")
-    if n_jobs == 1 or len(todo) <= 1:
-        results = map(_run, todo)
-    else:
-        from joblib import Parallel, delayed
-
-        results = Parallel(n_jobs=n_jobs, return_as="generator_unordered")(delayed(_run)(r) for r in todo)
-    for row in results:
+    for row in run_all(_run, todo, n_jobs, backend, address):
         append_rows(path, [row])
         bar.update()
     bar.close()
@@ -100,13 +99,8 @@ def _key(args: dict) -> tuple:
     return row_key(row)
 
 
-def tps_table(df: pd.DataFrame) -> str:
-    """Rows: workloads, columns: policies (TPS), a mean row, and the best policy's speedup over each."""
-    t = df.pivot_table(index="workload", columns="policy", values="tps", aggfunc="mean")
-    t = t[t.mean().sort_values(ascending=False).index]
-    t.loc["MEAN"] = t.mean()
-    best = t.columns[0]
-    speed = (t.loc["MEAN", best] / t.loc["MEAN"]).rename(f"{best} speedup")
-    lines = ["tokens per second (simulated)", t.round(2).to_string(), "",
-             f"speedup of {best} over each policy (mean TPS ratio)", speed.round(2).to_frame().T.to_string()]
-    return "\n".join(lines)
+def tps_table(df: pd.DataFrame, experiment: str = "", fmt: str = "text") -> str:
+    """The sweep's table (:func:`analysis.sweep_table.format_table`): policies by mean TPS."""
+    from analysis.sweep_table import format_table
+
+    return format_table(df, experiment, fmt)

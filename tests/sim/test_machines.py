@@ -78,7 +78,7 @@ def test_a_numa_aware_runtime_sees_every_socket():
     h = config.build_spec(HostSpec, config.load_preset("host", "xeon_ddr5_8ch_2s"), "x")
     assert host_bandwidth(h, numa_aware=True) == pytest.approx(2 * 307.2)
     assert host_bandwidth(h, numa_aware=False) == pytest.approx(307.2)   # weights on one node
-    hw = config.hardware("xeon2s_rtx4090", runtime={"name": "ktransformers", "numa_aware": True})
+    hw = config.hardware("xeon2s_rtx4090", runtime={"name": "ktransformers", "numa_aware": True, "cpu_core_gbs": 0.0})
     assert hw.cpu_mem_bw_gbs == pytest.approx(614.4) and hw.runtime == "ktransformers"
 
 

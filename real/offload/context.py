@@ -72,7 +72,10 @@ def policy_context(policy, hardware: dict, model: dict, draft: dict, cache_ratio
                    prompt_tokens: int, gen_tokens: int, context: int = 4096, seed: int = 0,
                    profile: np.ndarray | None = None, future: np.ndarray | None = None) -> PolicyContext:
     """The :class:`PolicyContext` that ``run_one`` would build for the same run."""
-    hw, m = config.hardware(hardware), config.model(model)
+    from sim.policies.registry import policy_runtime
+
+    # the runtime the policy's system is built on, as run_one resolves it
+    hw, m = config.hardware(hardware, default_runtime=policy_runtime(policy.name)), config.model(model)
     g = int(gamma) if policy.speculative else 0
     d = config.draft(draft if g > 0 else "none")
     plan = plan_memory(hw, m, d, cache_ratio, context)

@@ -26,7 +26,9 @@ def options(policy: str, *extra: str) -> RunOptions:
                               "check=true", *extra])
 
 
-@pytest.mark.parametrize("policy", ["ondemand_lru", "moespac", "fiddler", "vllm", "accelerate", "oracle"])
+# Fiddler is not here: on its calibrated runtime (hf_transformers) a temporary copy never beats the
+# CPU on the tiny model, so it has no transfer to fail (its decisions are checked in test_offload_sync).
+@pytest.mark.parametrize("policy", ["ondemand_lru", "moespac", "vllm", "accelerate", "oracle"])
 def test_failed_transfers_keep_tokens(policy):
     report = run(options(policy, "fail_every=3"))
     assert report.mismatches == []

@@ -14,11 +14,14 @@ import tempfile
 from pathlib import Path
 
 COMMANDS = {"run": "run_command", "sweep": "sweep_command", "plan": "plan_command"}
-USAGE = """usage: python -m sim {run,sweep,plan} [key=value ...] [-m] [hydra/launcher=joblib]
+PLAIN = ("validate", "calibrate")   # key=value commands without Hydra (sim/fidelity)
+USAGE = """usage: python -m sim {run,sweep,plan,validate,calibrate} [key=value ...] [-m] [hydra/launcher=joblib]
   run    one policy on one workload:  python -m sim run policy=moespac workload=gsm8k cache_ratio=0.17
   sweep  every policy x workload:     python -m sim sweep cache_ratio=0.17
          a named experiment:          python -m sim sweep experiment=paper_qwen3
   plan   the fastest placement that fits, with the engine flags:  python -m sim plan quant=q4_k_m gpu=rtx2080 context=4096
+  validate  predicted vs measured:    python -m sim validate points=conf/validation/train.yaml [out=DIR] [json=true]
+  calibrate fit a runtime profile:    python -m sim calibrate points=conf/validation/train.yaml runtime=llama_cpp
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
 ERRORS_ENV = "SIM_MULTIRUN_ERRORS"
 MULTIRUN = ("-m", "--multirun")
@@ -97,6 +100,10 @@ def _report_multirun_errors(path: str) -> None:
 
 
 def main() -> None:
+    if len(sys.argv) >= 2 and sys.argv[1] in PLAIN:
+        from sim.fidelity.cli import main as plain
+
+        return plain(sys.argv[1], sys.argv[2:])
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(USAGE)
     command = sys.argv.pop(1)

@@ -83,28 +83,35 @@ class Engine:
             n = int(sched.n_verify[s])
             if sched.gamma > 0:
                 yield from self._gpu_fixed(sched.gamma * cost.draft_token_s(context), "draft", "draft_s")
-            yield from self._gpu_fixed(cost.step_fixed_s(n), "embed+lm_head", "step_fixed_s")
+            head = cost.cpu_step_fixed_s(n) if self.policy.output_on_cpu else cost.step_fixed_s(n)
+            yield from self._gpu_fixed(head, "embed+lm_head", "step_fixed_s",
+                                       "CPU" if self.policy.output_on_cpu else "GPU")
             attention = cost.layer_fixed_s(n, context)
+            cpu_attention = cost.cpu_layer_fixed_s(n, context) if self.policy.cpu_layers else 0.0
             for layer in range(self.cache.n_layers):
-                yield from self._layer(s, layer, attention, signals)
+                on_cpu = layer in self.policy.cpu_layers
+                yield from self._layer(s, layer, cpu_attention if on_cpu else attention, signals, on_cpu)
             context += int(sched.produced[s])
             self.c.tokens += int(sched.produced[s])
             self.c.steps += 1
             self.c.step_s.append(env.now - t_step)
 
-    def _gpu_fixed(self, dur: float, label: str, counter: str):
+    def _gpu_fixed(self, dur: float, label: str, counter: str, lane: str = "GPU"):
         start = self.env.now
         yield self.env.timeout(dur)
-        self.c.gpu_busy_s += dur
+        if lane == "GPU":
+            self.c.gpu_busy_s += dur
+        else:
+            self.c.cpu_busy_s += dur
         setattr(self.c, counter, getattr(self.c, counter) + dur)
-        self._mark("GPU", label, start, self.env.now)
+        self._mark(lane, label, start, self.env.now)
 
-    def _layer(self, s: int, layer: int, attention: float, signals: LazySignals):
+    def _layer(self, s: int, layer: int, attention: float, signals: LazySignals, attn_on_cpu: bool = False):
         env, c = self.env, self.c
         t0 = env.now
         self.core.layer_start(layer)
         yield env.timeout(attention)
-        self._mark("GPU", f"L{layer} attn", t0, env.now)
+        self._mark("CPU" if attn_on_cpu else "GPU", f"L{layer} attn", t0, env.now)
         counts = self.sched.counts[s, layer]
         signals.layer = layer
         plan = self.core.place(layer, counts, signals, self.req[s][layer], self.nreq[s][layer])
@@ -117,8 +124,8 @@ class Engine:
         for job in jobs:  # a copy nobody computes may land at the layer's very end: let it land first
             if not job.event.processed:
                 yield job.event
-        c.gpu_busy_s += attention + gpu_busy
-        c.cpu_busy_s += plan.cpu_s
+        c.gpu_busy_s += (0.0 if attn_on_cpu else attention) + gpu_busy
+        c.cpu_busy_s += plan.cpu_s + (attention if attn_on_cpu else 0.0)
         self._mark("GPU", f"L{layer} experts", t1, gpu_end)
         if plan.cpu_s > 0:
             self._mark("CPU", f"L{layer} experts", t1, t1 + plan.cpu_s)

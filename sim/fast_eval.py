@@ -50,11 +50,12 @@ def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedu
         n = int(schedule.n_verify[s])
         if schedule.gamma > 0:
             now += schedule.gamma * cost.draft_token_s(context)
-        now += cost.step_fixed_s(n)
+        now += cost.cpu_step_fixed_s(n) if policy.output_on_cpu else cost.step_fixed_s(n)
         attention = cost.layer_fixed_s(n, context)
+        cpu_attention = cost.cpu_layer_fixed_s(n, context) if policy.cpu_layers else 0.0
         for layer in range(cache.n_layers):
             core.layer_start(layer)
-            now += attention
+            now += cpu_attention if layer in policy.cpu_layers else attention
             signals.layer = layer
             plan = core.place(layer, schedule.counts[s, layer], signals, req[s][layer], nreq[s][layer])
             lands, link_free = _copies(plan, now, link_free, xfer, cost, core)

@@ -71,7 +71,8 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     slots = pol.slot_request(m.n_layers, m.n_experts)
     if slots is None and slots_per_layer is not None:
         slots = int(slots_per_layer) * m.n_layers
-    plan = plan_memory(hw, m, d, cache_ratio, context, n_slots=slots, vram_budget_gib=vram_budget_gib)
+    plan = plan_memory(hw, m, d, cache_ratio, context, n_slots=slots, vram_budget_gib=vram_budget_gib,
+                       cpu_layers=pol.cpu_layer_count(m.n_layers))
     if slots is not None:
         cache_ratio = plan.n_slots / (m.n_layers * m.n_experts)
     acc = None

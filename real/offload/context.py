@@ -72,7 +72,10 @@ def policy_context(policy, hardware: dict, model: dict, draft: dict, cache_ratio
                    profile: np.ndarray | None = None, future: np.ndarray | None = None) -> PolicyContext:
     """The :class:`PolicyContext` that ``run_one`` builds for the same run (one function for both:
     :func:`sim.protocol.build_context`); ``table_context`` is the cost table's KV length."""
-    hw, m = config.hardware(hardware), config.model(model)
+    from sim.policies.registry import policy_runtime
+
+    # the runtime the policy's system is built on, as run_one resolves it
+    hw, m = config.hardware(hardware, default_runtime=policy_runtime(policy.name)), config.model(model)
     g = int(gamma) if policy.speculative else 0
     d = config.draft(draft if g > 0 else "none")
     plan = plan_memory(hw, m, d, cache_ratio, context)

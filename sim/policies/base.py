@@ -112,6 +112,8 @@ class Policy(abc.ABC):
     ``next_layer_accuracy`` / ``draft_accuracy`` (the accuracy of the predictor the executor
     simulates when the trace carries no prediction) and ``cpu_efficiency_scale`` (the CPU
     kernels' speed relative to llama.cpp's; the cost model multiplies the CPU's rates by it).
+    ``cpu_layers``: MoE layers computed whole on the CPU, attention included (llama.cpp ``-ngl``);
+    ``output_on_cpu``: the output layer (lm_head) too. Both are fixed once :meth:`reset` returns.
     """
 
     name = "base"
@@ -122,6 +124,8 @@ class Policy(abc.ABC):
     next_layer_accuracy = NEXT_LAYER_ACCURACY
     draft_accuracy = DRAFT_ACCURACY
     cpu_efficiency_scale = 1.0
+    cpu_layers: frozenset = frozenset()
+    output_on_cpu = False
 
     def reset(self, ctx: PolicyContext, cache) -> None:
         """A new run begins: shapes, budget and costs (called before anything else)."""
@@ -170,6 +174,11 @@ class Policy(abc.ABC):
     def metrics(self) -> dict[str, float]:
         """Extra numbers for the result row (e.g. MoE-SpAc's hot/cold precision)."""
         return {}
+
+    def cpu_layer_count(self, n_layers: int) -> int:
+        """MoE layers this policy computes whole on the CPU (llama.cpp ``-ngl``), read by the runner
+        before the memory plan: their attention and router weights stay in host DRAM."""
+        return 0
 
     def slot_request(self, n_layers: int, n_experts: int) -> int | None:
         """Expert slots an engine knob of this policy asks for (llama.cpp ``--n-cpu-moe``,

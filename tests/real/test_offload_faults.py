@@ -28,6 +28,8 @@ def options(policy: str, *extra: str) -> RunOptions:
                               "check=true", *extra])
 
 
+# Fiddler is not here: on its calibrated runtime (hf_transformers) a temporary copy never beats the
+# CPU on the tiny model, so it has no transfer to fail (its decisions are checked in test_offload_sync).
 @pytest.fixture(scope="module")
 def failing():
     """The target offloaded once with every third transfer failing (and its reference tokens)."""
@@ -36,7 +38,7 @@ def failing():
     p.close()
 
 
-@pytest.mark.parametrize("policy", ["ondemand_lru", "moespac", "fiddler", "vllm", "accelerate", "oracle"])
+@pytest.mark.parametrize("policy", ["ondemand_lru", "moespac", "vllm", "accelerate", "oracle"])
 def test_failed_transfers_keep_tokens(failing, policy):
     report = run(options(policy, "fail_every=3"), failing)
     assert report.mismatches == []

@@ -75,3 +75,17 @@ def test_fast_evaluator_refuses_a_prefetching_test_policy():
     cost, sched, cache, _ = _setup(pol, _trace(), n_slots=8)
     with pytest.raises(PrefetchingPolicyError, match="fetch_fifo"):
         fast_decode_time(cost, pol, cache, sched)
+
+
+@pytest.mark.parametrize("gpu_layers", [0, 3, 6])
+def test_whole_layer_cpu_offload_is_exact_in_the_fast_evaluator(gpu_layers):
+    """llama.cpp ``-ngl``: CPU attention and (at -ngl 0..5) a CPU output layer, as in the engine."""
+    trace = _trace(seed=1)
+    pol = make_policy("llamacpp", gpu_layers=gpu_layers)
+    cost, sched, cache, ctx = _setup(pol, trace)
+    want = Engine(cost, pol, cache, sched, ctx).run()
+    pol2 = make_policy("llamacpp", gpu_layers=gpu_layers)
+    cost2, sched2, cache2, _ = _setup(pol2, trace)
+    got = fast_decode_time(cost2, pol2, cache2, sched2)
+    assert len(pol.cpu_layers) == 6 - min(gpu_layers, 6) and got.decode_s == want.decode_s
+    assert {k: getattr(got, k) for k in COUNTS} == {k: getattr(want, k) for k in COUNTS}

@@ -25,6 +25,7 @@ USAGE = """usage: python -m sim {run,sweep,plan,validate,calibrate} [key=value .
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
 ERRORS_ENV = "SIM_MULTIRUN_ERRORS"
 MULTIRUN = ("-m", "--multirun")
+NOT_GROUPS = {"validation"}   # conf/ folders that hold data files, not Hydra config groups
 
 
 def expand_hf(args: list[str]) -> list[str]:
@@ -69,7 +70,7 @@ def precheck(command: str, args: list[str]) -> None:
     except Exception:  # Hydra reports its own grammar errors
         return
     own = OmegaConf.load(CONF_DIR / f"{command}.yaml")
-    valid = (set(own) - {"defaults"}) | {p.name for p in CONF_DIR.iterdir() if p.is_dir()} | {"hydra"}
+    valid = (set(own) - {"defaults"}) | {p.name for p in CONF_DIR.iterdir() if p.is_dir()} - NOT_GROUPS | {"hydra"}
     out = str(own.get("out"))
     for o in parsed:
         key = o.key_or_group

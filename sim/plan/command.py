@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from sim.config import ConfigError
 from sim.memory_plan import GIB
 from sim.plan import report
-from sim.plan.enumerate import ENGINES, enumerate_all, gpu_layers_supported
+from sim.plan.enumerate import ENGINES, enumerate_all
 from sim.plan.evaluate import Setting
 from traces.errors import TraceError
 
@@ -172,6 +172,7 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
     for r in runtimes:
         said.setdefault(report.confidence(r), []).append(r)
     lines.append("how sure: " + "; ".join(f"{', '.join(rs)}: {text}" for text, rs in said.items()))
-    if "llama_cpp" in opts["engines"] and not gpu_layers_supported():
-        lines.append("not enumerated: -ngl N below the layer count (attention on the CPU) is not modelled by this build")
+    if "llama_cpp" in opts["engines"]:
+        lines.append("not enumerated: -ngl N below the layer count (attention on the CPU); simulate one with "
+                     "python -m sim run policy=llamacpp policy.gpu_layers=N")
     return "\n".join(lines)

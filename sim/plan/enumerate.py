@@ -4,7 +4,7 @@
   ``-ot`` layer set at the largest whole-layer count that fits, the layers that gain most from the
   GPU (listed only when it differs from ``--n-cpu-moe``'s last layers); with a draft, the same with
   speculative decoding. Whole-layer offload (``-ngl`` below the layer count: attention on the CPU)
-  is enumerated only when ``policy.gpu_layers`` accepts a number.
+  is not enumerated yet; ``python -m sim run policy=llamacpp policy.gpu_layers=N`` simulates one.
 - kTransformers: ``--kt-num-gpu-experts K`` per layer, placed by activation frequency (the global
   top ``K x layers`` of the profile), for K up to what fits.
 - dynamic policies (MoE-SpAc and the caching baselines): one SimPy run each at the largest slot
@@ -123,15 +123,6 @@ def dynamic(setting: Setting, policies: list[str]) -> list[Candidate]:
         out.append(Candidate("dynamic", name, "slots", res["n_slots"], res["tps"], row.plan, runtime=res["runtime"],
                              gamma=res["gamma"], extra={"hit_rate": res["hit_rate"], "cache_ratio": res["cache_ratio"]}))
     return out
-
-
-def gpu_layers_supported() -> bool:
-    """Whether this build models ``-ngl N`` (whole layers, attention included, on the CPU)."""
-    try:
-        make_policy("llamacpp", gpu_layers=1)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def enumerate_all(setting: Setting, engines: list[str], dynamic_policies: list[str],

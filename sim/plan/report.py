@@ -72,9 +72,10 @@ def confidence(runtime: str) -> str:
     """The runtime's calibration error from docs/fidelity.md when it states one, else 'uncalibrated'."""
     fidelity = REPO / "docs" / "fidelity.md"
     if fidelity.exists():
-        for line in fidelity.read_text().splitlines():
-            if re.search(rf"\b{re.escape(runtime)}\b", line) and "%" in line:
-                return f"calibrated, docs/fidelity.md: {line.strip()}"
+        text = " ".join(fidelity.read_text().split())
+        m = re.search(rf"\b{re.escape(runtime)} (\d+) points?[^;%]*?(\d+(?:\.\d+)?)%", text)
+        if m:
+            return f"median error {m.group(2)}% over {m.group(1)} published points (docs/fidelity.md)"
     path = CONF_DIR / "runtime" / f"{runtime}.yaml"
     head = path.read_text() if path.exists() else ""
     m = re.search(r"^#.*calibration error.*$", head, flags=re.M | re.I)

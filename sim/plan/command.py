@@ -173,6 +173,6 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
         said.setdefault(report.confidence(r), []).append(r)
     lines.append("how sure: " + "; ".join(f"{', '.join(rs)}: {text}" for text, rs in said.items()))
     if "llama_cpp" in opts["engines"]:
-        lines.append("not enumerated: -ngl N below the layer count (attention on the CPU); simulate one with "
-                     "python -m sim run policy=llamacpp policy.gpu_layers=N")
+        lines.append("llama.cpp keeps a layer's experts in one tensor: -ot and --n-cpu-moe place whole layers' "
+                     "experts; a per-expert split is kTransformers' or a dynamic policy's")
     return "\n".join(lines)

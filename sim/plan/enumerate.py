@@ -2,16 +2,19 @@
 
 - llama.cpp: ``--n-cpu-moe N`` for every N (the experts of the first N MoE layers on the CPU); one
   ``-ot`` layer set at the largest whole-layer count that fits, the layers that gain most from the
-  GPU (listed only when it differs from ``--n-cpu-moe``'s last layers); with a draft, the same with
-  speculative decoding. Whole-layer offload (``-ngl`` below the layer count: attention on the CPU)
-  is not enumerated yet; ``python -m sim run policy=llamacpp policy.gpu_layers=N`` simulates one.
+  GPU (listed only when it differs from ``--n-cpu-moe``'s last layers); ``-ngl N`` for every N up to
+  the layer count (whole layers on the CPU: attention, KV and experts in host DRAM, the output layer
+  on the CPU too); with a draft, all of them with speculative decoding. A layer's experts are one
+  tensor per projection (``ffn_*_exps``), so ``-ot`` cannot split a layer's experts between devices:
+  per-expert splits are kTransformers' (or a dynamic policy's).
 - kTransformers: ``--kt-num-gpu-experts K`` per layer, placed by activation frequency (the global
   top ``K x layers`` of the profile), for K up to what fits.
 - dynamic policies (MoE-SpAc and the caching baselines): one SimPy run each at the largest slot
   count that fits.
 
 Pruning: every whole-layer placement is a sum of two per-layer vectors, so the whole ``--n-cpu-moe``
-curve (fitting or not, for the figure) and the best ``-ot`` set cost two evaluations; kTransformers'
+curve (fitting or not, for the figure), the ``-ngl`` curve and the best ``-ot`` set cost two
+evaluations; kTransformers'
 K is sampled on at most ``MAX_KT_POINTS`` values; nothing that does not fit is simulated by the engine.
 Sources: llama.cpp ``common/arg.cpp`` (``--n-cpu-moe``, ``-ot``), SGLang kt-kernel server args
 (``--kt-num-gpu-experts``, per layer); docs/sources.md.
@@ -38,8 +41,8 @@ class Candidate:
 
     engine: str            # llama_cpp | llama_cpp_sd | ktransformers | dynamic
     policy: str            # the simulated policy preset
-    knob: str              # n_cpu_moe | ot | kt_num_gpu_experts | slots
-    value: int             # N, whole layers on the GPU, K per layer, or slots
+    knob: str              # n_cpu_moe | ngl | ot | kt_num_gpu_experts | slots
+    value: int             # N, -ngl N, whole layers on the GPU, K per layer, or slots
     tps: float
     plan: MemoryPlan
     gpu_layers: tuple = ()   # -ot: the MoE layers whose experts are on the GPU
@@ -53,7 +56,8 @@ class Candidate:
 
 
 def llama_cpp(setting: Setting, speculative: bool = False) -> list[Candidate]:
-    """``--n-cpu-moe N`` for N = 0..L (all, for the curve; ``fits`` says which fit) and the best ``-ot`` set."""
+    """``--n-cpu-moe N`` and ``-ngl N`` for N = 0..L (all, for the curves; ``fits`` says which fit)
+    and the best ``-ot`` set."""
     policy = "llamacpp_sd" if speculative else "llamacpp"
     engine = "llama_cpp_sd" if speculative else "llama_cpp"
     m = setting.spec
@@ -66,7 +70,10 @@ def llama_cpp(setting: Setting, speculative: bool = False) -> list[Candidate]:
         secs = table.fixed_s + on_cpu[:n].sum() + on_gpu[n:].sum()
         out.append(Candidate(engine, policy, "n_cpu_moe", n, table.tps(secs), setting.memory(policy, (L - n) * E),
                              runtime=rt, gamma=g))
-    k = max((L - c.value for c in out if c.fits), default=0)
+    for n in range(L + 1):
+        out.append(Candidate(engine, policy, "ngl", n, table.tps(table.ngl_s(n)),
+                             setting.memory(policy, n * E, cpu_layers=L - n), runtime=rt, gamma=g))
+    k = max((L - c.value for c in out if c.knob == "n_cpu_moe" and c.fits), default=0)
     layers = best_layers(on_gpu, on_cpu, k)
     if k and layers != tuple(range(L - k, L)):
         chosen = np.zeros(L, bool)

@@ -76,11 +76,13 @@ class Setting:
         acc = self.acceptance if self.acceptance is not None else workload_acceptance(self.workload)
         return schedule(trace, key, gamma, self.gen_tokens, acc, self.seed)
 
-    def memory(self, policy: str, n_slots: int) -> MemoryPlan:
-        """The VRAM plan of ``n_slots`` expert slots under ``policy`` (never raises: ``fits`` says)."""
+    def memory(self, policy: str, n_slots: int, cpu_layers: int = 0) -> MemoryPlan:
+        """The VRAM plan of ``n_slots`` expert slots under ``policy``, with ``cpu_layers`` MoE layers
+        kept whole in host DRAM (``-ngl``); never raises: ``fits`` says."""
         speculative = make_policy(policy).speculative
         return plan_memory(self.hw(policy), self.spec, self.draft_spec(speculative), 0.0, self.context,
-                           check=False, n_slots=n_slots, vram_budget_gib=self.vram_budget_gib)
+                           check=False, n_slots=n_slots, vram_budget_gib=self.vram_budget_gib,
+                           cpu_layers=cpu_layers)
 
 
 def fits(plan: MemoryPlan) -> bool:
@@ -97,7 +99,9 @@ class StaticTable:
     """Per-(step, layer, expert) GPU and CPU seconds of one engine on one schedule, and the fixed parts.
 
     ``decode_s(mask)`` is the decode time of the static placement ``mask`` ([L, E] bool, True = on
-    the GPU); ``layer_s(mask)`` its per-layer part.
+    the GPU); ``layer_s(mask)`` its per-layer part; ``ngl_s(n)`` the decode time of llama.cpp's
+    ``-ngl n`` (the last ``n`` MoE layers whole on the GPU, the others whole on the CPU, attention
+    included, and the output layer on the CPU unless ``n`` exceeds the layer count).
     """
 
     def __init__(self, setting: Setting, policy: str):
@@ -112,19 +116,26 @@ class StaticTable:
         self.gpu = np.where(on, self.cost.gpu_expert_table()[c], 0.0)
         self.cpu = np.where(on, self.cost.cpu_expert_table()[c], 0.0)
         self.sync = self.cost.layer_sync_s()
-        self.fixed_s = self._fixed(setting.prompt_tokens, m.n_layers)
+        self.parts = self._fixed_parts(setting.prompt_tokens)
+        self.fixed_s = self.parts["draft"] + self.parts["head_gpu"] + m.n_layers * self.parts["attn_gpu"]
         self.tokens = int(self.sched.produced.sum())
 
-    def _fixed(self, context: int, n_layers: int) -> float:
-        """Draft, embeddings/lm_head/host and attention seconds of the whole run (placement-free)."""
-        cost, s, total = self.cost, self.sched, 0.0
+    def _fixed_parts(self, context: int) -> dict:
+        """Seconds of the whole run that no expert placement changes, by part: the draft, the
+        output head (embeddings, dense layers, lm_head, host) on the GPU or on the CPU, and one MoE
+        layer's attention (+ router, shared experts) on the GPU or on the CPU."""
+        cost, s = self.cost, self.sched
+        parts = dict.fromkeys(("draft", "head_gpu", "head_cpu", "attn_gpu", "attn_cpu"), 0.0)
         for step in range(s.n_steps):
             n = int(s.n_verify[step])
             if s.gamma > 0:
-                total += s.gamma * cost.draft_token_s(context)
-            total += cost.step_fixed_s(n) + n_layers * cost.layer_fixed_s(n, context)
+                parts["draft"] += s.gamma * cost.draft_token_s(context)
+            parts["head_gpu"] += cost.step_fixed_s(n)
+            parts["head_cpu"] += cost.cpu_step_fixed_s(n)
+            parts["attn_gpu"] += cost.layer_fixed_s(n, context)
+            parts["attn_cpu"] += cost.cpu_layer_fixed_s(n, context)
             context += int(s.produced[step])
-        return total
+        return parts
 
     def layer_s(self, mask: np.ndarray) -> np.ndarray:
         """Seconds of each MoE layer's experts over the run under ``mask``."""
@@ -138,6 +149,19 @@ class StaticTable:
 
     def tps(self, decode_s: float) -> float:
         return self.tokens / decode_s
+
+    def ngl_s(self, n_gpu_layers: int) -> float:
+        """Decode seconds of llama.cpp ``-ngl n_gpu_layers`` (no ``--n-cpu-moe``): the first
+        ``L - n`` MoE layers run whole on the CPU (attention from host DRAM, experts on the CPU),
+        the output layer too unless ``n > L`` (llama.cpp ``llm_load_tensors``: ``i_gpu_start =
+        n_layer - n_gpu_layers``; the output layer is offloaded only past the last block)."""
+        L = self.gpu.shape[1]
+        on_gpu, on_cpu = self.whole_layer_s()
+        c = L - min(int(n_gpu_layers), L)
+        p = self.parts
+        head = p["head_cpu"] if n_gpu_layers <= L else p["head_gpu"]
+        return (p["draft"] + head + (L - c) * p["attn_gpu"] + c * p["attn_cpu"]
+                + float(on_cpu[:c].sum()) + float(on_gpu[c:].sum()))
 
     def whole_layer_s(self) -> tuple[np.ndarray, np.ndarray]:
         """Per layer: seconds with all its experts on the GPU, and with all on the CPU."""

@@ -36,6 +36,8 @@ def command(c: Candidate, n_layers: int, n_dense: int, context: int, quant: str,
     if c.knob == "n_cpu_moe":
         n = c.value + n_dense if c.value else 0
         return f"{llama} --n-cpu-moe {n}{sd} -c {context}"
+    if c.knob == "ngl":
+        return f"llama-server -m MODEL.gguf -ngl {c.value}{sd} -c {context}"
     if c.knob == "ot":
         cpu = [l + n_dense for l in range(n_layers) if l not in c.gpu_layers]
         return f"{llama} {ot_pattern(cpu)}{sd} -c {context}"
@@ -52,6 +54,8 @@ def describe(c: Candidate, n_layers: int) -> str:
     """A short name of the placement."""
     if c.knob == "n_cpu_moe":
         return f"{c.engine} --n-cpu-moe {c.value} ({n_layers - c.value}/{n_layers} layers' experts on GPU)"
+    if c.knob == "ngl":
+        return f"{c.engine} -ngl {c.value} ({n_layers - c.value}/{n_layers} layers whole on CPU)"
     if c.knob == "ot":
         return f"{c.engine} -ot: experts of {c.value} chosen layers on GPU"
     if c.knob == "kt_num_gpu_experts":
@@ -119,16 +123,21 @@ def figure(path: Path, cands: list[Candidate], title: str, measured: tuple | Non
         ok = [c for c in curve if c.fits]
         ax.plot([c.value for c in curve], [c.tps for c in curve], color=color, alpha=0.35, lw=1)
         ax.plot([c.value for c in ok], [c.tps for c in ok], "o", color=color, ms=4, label=f"{engine} (fits)")
+        ngl = [c for c in cands if c.engine == engine and c.knob == "ngl"]
+        if ngl:
+            n_layers = max(c.value for c in ngl)
+            ax.plot([n_layers - c.value for c in ngl if c.fits], [c.tps for c in ngl if c.fits], "x", color=color,
+                    ms=4, label=f"{engine} -ngl L-N (fits)")
         if ok:
             limit = min(c.value for c in ok)
             ax.axvline(limit - 0.5, color=color, ls="--", lw=1)
-            ax.text(limit - 0.5, 0.5, f"VRAM limit ({ok[0].plan.vram / GIB:.1f} GiB): N >= {limit}", rotation=90,
+            ax.text(limit - 0.5, 0.2, f"VRAM limit ({ok[0].plan.vram / GIB:.1f} GiB): N >= {limit}", rotation=90,
                     va="center", ha="right", fontsize=8, color=color, transform=ax.get_xaxis_transform())
     for i, c in enumerate(c for c in cands if c.engine == "dynamic"):
         ax.axhline(c.tps, color=f"C{i + 3}", ls=":", lw=1, label=f"{c.policy} ({c.value} slots)")
     if measured:
         ax.plot([measured[0]], [measured[1]], "k*", ms=10, label=f"measured N={measured[0]}: {measured[1]} tok/s")
-    ax.set(xlabel="--n-cpu-moe N (MoE layers with experts on the CPU)", ylabel="predicted tok/s (decode)", title=title)
+    ax.set(xlabel="MoE layers on the CPU N (--n-cpu-moe N: experts only; -ngl L-N: whole layers)", ylabel="predicted tok/s (decode)", title=title)
     ax.legend(fontsize=7)
     if kt:
         ax2 = axes[0][1]

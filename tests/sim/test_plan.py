@@ -38,6 +38,24 @@ def test_static_table_equals_the_simpy_engine(policy, args, slots, draft):
     assert ours == pytest.approx(row["tps"], rel=1e-9)
 
 
+@pytest.mark.parametrize("policy,n,draft", [("llamacpp", 20, "none"), ("llamacpp", 48, "none"),
+                                            ("llamacpp", 49, "none"), ("llamacpp_sd", 44, "qwen3_0_6b")])
+def test_ngl_equals_the_simpy_engine_and_its_memory_plan(policy, n, draft):
+    """``-ngl N``: CPU attention and CPU output head priced in closed form, as the engine runs them."""
+    s = setting(draft=draft)
+    table = StaticTable(s, policy)
+    hw = {**HW, "vram_gib": 24.0}
+    res = run_one(policy=policy, hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, draft=draft,
+                  policy_args={"gpu_layers": n})
+    assert table.tps(table.ngl_s(n)) == pytest.approx(res.row["tps"], rel=1e-9)
+    ours = Setting(**{**s.__dict__, "_cache": {}, "vram_budget_gib": None})
+    ours.hardware = hw
+    plan = ours.memory(policy, min(n, 48) * 128, cpu_layers=48 - min(n, 48))
+    assert vram_used(plan) == pytest.approx(vram_used(res.plan), rel=1e-12)
+    if n < 48:   # fewer GPU layers: less KV and fewer weights in VRAM than all 48
+        assert vram_used(plan) < vram_used(ours.memory(policy, 48 * 128))
+
+
 def test_whole_layer_sums_and_the_best_layer_set_match_brute_force():
     table = StaticTable(setting(model="olmoe_1b_7b", quant="q4_k_m", draft="qwen3_0_6b"), "llamacpp_sd")
     on_gpu, on_cpu = table.whole_layer_s()
@@ -87,6 +105,8 @@ def test_command_lines():
     assert command(ot, 4, 0, 2048, "q4_k_m", "") == (
         'llama-server -m MODEL.gguf -ngl 99 -ot "blk\\.(0|2)\\.ffn_.*_exps\\.=CPU" '
         '-md DRAFT.gguf -ngld 99 --draft-max 8 -c 2048')
+    ngl = Candidate("llama_cpp", "llamacpp", "ngl", 30, 1.0, plan)
+    assert command(ngl, 48, 0, 4096, "q4_k_m", "") == "llama-server -m MODEL.gguf -ngl 30 -c 4096"
     kt = Candidate("ktransformers", "ktransformers", "kt_num_gpu_experts", 12, 1.0, plan)
     assert "--kt-num-gpu-experts 12 " in command(kt, 48, 0, 4096, "int4", "") and "AMXINT4" in command(kt, 48, 0, 4096, "int4", "")
     assert cli_args(["engines=llama_cpp,dynamic", "context=4096"]) == ["engines=[llama_cpp,dynamic]", "context=4096"]
@@ -110,6 +130,11 @@ def test_cli_llmfit_point(tmp_path):
     n33 = next(r for r in rows if r["knob"] == "n_cpu_moe" and r["value"] == "33")
     assert n33["fits"] == "True" and float(n33["vram_used_gib"]) <= 8.0 and n33["context"] == "4096"
     assert next(r for r in rows if r["knob"] == "n_cpu_moe" and r["value"] == "32")["fits"] == "False"
+    ngl = {int(r["value"]): r for r in rows if r["knob"] == "ngl"}
+    assert sorted(ngl) == list(range(49))
+    # at equal VRAM, whole-layer offload is slower than keeping attention on the GPU (CPU attention, CPU head)
+    best_ngl = max((r for r in ngl.values() if r["fits"] == "True"), key=lambda r: float(r["tps"]))
+    assert float(best_ngl["tps"]) < float(n33["tps"])
 
 
 @pytest.mark.parametrize("arg,words", [("context=-5", ["context=-5", ">= 1"]),

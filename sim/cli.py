@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sim.user_input import UserInputError, check_all, check_policy_params, refuse_unknown
 from traces.atomic import atomic_write_bytes, writer_lock
+from traces.settings_diff import differing_keys
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
             "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib")
@@ -96,19 +97,6 @@ def _config_text(cfg: DictConfig) -> bytes:
     return OmegaConf.to_yaml(cfg, resolve=True).encode()
 
 
-def _differing(old: dict, new: dict, prefix: str = "") -> list[str]:
-    keys = []
-    for k in sorted(set(old) | set(new)):
-        if not prefix and k in VOLATILE:
-            continue
-        a, b = old.get(k, "<absent>"), new.get(k, "<absent>")
-        if isinstance(a, dict) and isinstance(b, dict):
-            keys += _differing(a, b, f"{prefix}{k}.")
-        elif a != b:
-            keys.append(f"{prefix}{k} ({a!r} -> {b!r})" if not isinstance(a, dict) else f"{prefix}{k}")
-    return keys
-
-
 def _prepare_folder(cfg: DictConfig, out: Path, append: bool, restart: str = "") -> None:
     """Refuse a results folder made with other settings (unless ``append``); write ``config.yaml``
     (the earlier one is kept as ``config.N.yaml`` when appending)."""
@@ -117,7 +105,7 @@ def _prepare_folder(cfg: DictConfig, out: Path, append: bool, restart: str = "")
     path, new = out / "config.yaml", OmegaConf.to_container(cfg, resolve=True)
     if path.exists() and (out / RESULTS_FILE).exists():
         old = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-        diff = _differing(old, new)
+        diff = differing_keys(old, new, skip=VOLATILE)
         if diff and not append:
             shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")
             raise UserInputError(f"out={out}: holds results of other settings ({shown}); use another out={restart}, "

@@ -19,6 +19,7 @@ import numpy as np
 from traces.errors import TraceError
 from traces.io import load_trace, save_trace
 from traces.schema import SCHEMA_VERSION
+from traces.settings_diff import differing_keys
 
 RUN_KEYS = ("model", "draft", "gamma", "precision", "max_new_tokens", "prompt_id")  # must match to resume
 
@@ -164,10 +165,10 @@ def _finished(path: Path, run_meta: dict) -> bool:
         meta = load_trace(path).meta
     except TraceError:
         return False  # unreadable (damaged by something else): capture it again
-    for key in RUN_KEYS:
-        if meta.get(key) != run_meta[key]:
-            raise TraceError(path, f"meta.{key}", f"left by another capture ({meta.get(key)!r}, this run "
-                                                  f"{run_meta[key]!r}); use another out dir")
+    diff = differing_keys({k: meta.get(k) for k in RUN_KEYS}, {k: run_meta[k] for k in RUN_KEYS})
+    if diff:
+        raise TraceError(path, f"meta.{diff[0].split()[0]}", f"left by another capture ({'; '.join(diff[:5])}); "
+                                                             "use another out dir")
     return True
 
 

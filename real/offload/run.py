@@ -77,6 +77,7 @@ def check_out(opts) -> None:
     if not opts.out:
         return
     from traces.atomic import check_writable
+    from traces.settings_diff import differing_keys
     out = check_writable(opts.out, "out", kind="dir")
     saved = out / "options.json"
     if saved.is_file():
@@ -85,8 +86,7 @@ def check_out(opts) -> None:
         except (OSError, ValueError):
             old = {}
         new = json.loads(json.dumps(asdict(opts), sort_keys=True))
-        diff = [f"{k} ({old.get(k)!r} -> {new.get(k)!r})" for k in sorted(set(old) | set(new))
-                if k not in VOLATILE and old.get(k) != new.get(k)]
+        diff = differing_keys(old, new, skip=VOLATILE)
         if diff:
             raise ValueError(f"out={out}: holds a run with other options ({'; '.join(diff[:5])}); use another "
                              "out= (one folder holds one run, so its rows and traces are never mixed)")

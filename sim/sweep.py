@@ -99,13 +99,29 @@ def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = Tru
     done = done_ids(path)
     todo = [r for r, i in zip(runs, ids) if i not in done]
     bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="runs", unit="run")
+    expected = set(ids)
     for row in run_all(_run, todo, n_jobs, backend, address):
+        _check_identity(row, expected)
         append_rows(path, [row])
         bar.update()
     bar.close()
     df = read_table(path)
     df = df[df["run_id"].isin(set(ids))]
     return df.drop_duplicates("run_id", keep="last").reset_index(drop=True)
+
+
+def _check_identity(row: dict, expected: set) -> None:
+    """A row computed elsewhere (a Ray node) must have the identity this checkout gave its run: a
+    node running other code (another commit, uncommitted changes) would write rows that resume and
+    analysis cannot match, so the sweep stops before writing it, naming both code versions."""
+    if row["run_id"] in expected:
+        return
+    from sim.identity import code_version
+
+    raise RuntimeError(f"a worker returned run_id {row['run_id']} for policy={row.get('policy')} "
+                       f"workload={row.get('workload')}, which this sweep did not ask for: its code_version "
+                       f"{row.get('code_version')!r} differs from this checkout's {code_version()!r}; install "
+                       "the same commit on every node")
 
 
 def tps_table(df: pd.DataFrame, experiment: str = "", fmt: str = "text") -> str:

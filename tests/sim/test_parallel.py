@@ -59,3 +59,21 @@ def test_backend_errors_name_the_key():
         parallel.check_backend("dask", None)
     with pytest.raises(ConfigError, match="ray_address: 'auto' needs backend=ray"):
         parallel.check_backend("loky", "auto")
+
+
+def test_a_worker_running_other_code_stops_the_sweep_before_writing(tmp_path, monkeypatch):
+    """A node on another commit returns rows whose run_id resume cannot match: refused, named, not written."""
+    import sim.identity as identity
+    import sim.sweep as sweep
+
+    real_run = sweep._run
+
+    def on_other_code(args):
+        monkeypatch.setattr(identity, "code_version", lambda: "0123456789ab")
+        return real_run(args)
+
+    monkeypatch.setattr(sweep, "_run", on_other_code)
+    runs = expand(BASE, ["llamacpp"], ["gsm8k"], {})
+    with pytest.raises(RuntimeError, match=r"code_version '0123456789ab' differs from this checkout's"):
+        execute(runs, tmp_path, n_jobs=1)
+    assert not (tmp_path / "results.parquet").exists()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from sim.config import ConfigError
 from sim.memory_plan import GIB

@@ -31,7 +31,7 @@ def ot_pattern(cpu_blocks) -> str:
 
 def command(c: Candidate, n_layers: int, n_dense: int, context: int, quant: str, sim_args: str) -> str:
     """The command line that runs placement ``c``."""
-    llama = f"llama-server -m MODEL.gguf -ngl 99"
+    llama = "llama-server -m MODEL.gguf -ngl 99"
     sd = f" -md DRAFT.gguf -ngld 99 --draft-max {c.gamma}" if c.engine == "llama_cpp_sd" else ""
     if c.knob == "n_cpu_moe":
         n = c.value + n_dense if c.value else 0

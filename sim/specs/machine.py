@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from omegaconf import OmegaConf
 
 from sim.paths import CONF_DIR
 

@@ -1,6 +1,5 @@
 """Result identity and resume (QA cases F7-F9, G6-G11): a changed input is never an old row, a
 killed sweep resumes to the uninterrupted table, files follow the umask, one writer per folder."""
-import os
 import signal
 import subprocess
 import sys
@@ -65,7 +64,7 @@ def test_a_rerun_replaces_its_row_and_a_second_writer_is_refused(tmp_path):     
         assert sim("run", "policy=llamacpp", "gen_tokens=16", f"out={tmp_path}").returncode == 0
     assert len(pd.read_parquet(tmp_path / "results.parquet")) == 1
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from traces.atomic import writer_lock\n"
-                               f"with writer_lock(sys.argv[1]):\n print('held', flush=True); time.sleep(60)",
+                               "with writer_lock(sys.argv[1]):\n print('held', flush=True); time.sleep(60)",
                                str(tmp_path / "results.parquet")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

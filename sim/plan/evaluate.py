@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim import config
-from sim.cost_model import CostModel
 from sim.memory_plan import MemoryPlan, plan_memory
 from sim.policies import make_policy
-from sim.policies.base import PolicyContext
 from sim.policies.registry import policy_runtime
+from sim.protocol.context import build_context, policy_cost_model, table_context
 from sim.runner import _profile, routing_shape, schedule, spec, synthetic_trace, workload_acceptance
 from traces.schema import Trace
 from traces.windows import Schedule
@@ -109,8 +108,7 @@ class StaticTable:
         m, g = setting.spec, setting.gamma_of(pol.speculative)
         self.policy, self.setting, self.gamma = policy, setting, g
         self.sched = setting.schedule(g)
-        self.cost = CostModel(setting.hw(policy), m, setting.draft_spec(pol.speculative),
-                              cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
+        self.cost = policy_cost_model(pol, setting.hw(policy), m, setting.draft_spec(pol.speculative), g)
         c = self.sched.counts
         on = c > 0
         self.gpu = np.where(on, self.cost.gpu_expert_table()[c], 0.0)
@@ -172,8 +170,7 @@ class StaticTable:
         """The GPU mask the policy places in ``n_slots`` slots (its own ``initial_residency``)."""
         m, s = self.setting.spec, self.setting
         pol = make_policy(self.policy, **policy_args)
-        ctx = PolicyContext(n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=n_slots,
-                            gamma=self.gamma, costs=self.cost.cost_table(self.gamma, s.prompt_tokens + s.gen_tokens // 2),
+        ctx = build_context(pol, self.cost, n_slots, self.gamma, table_context(s.prompt_tokens, s.gen_tokens),
                             seed=s.seed, profile=_profile(pol, m, s.seed, self._trace()))
         pol.reset(ctx, None)
         mask = np.zeros((m.n_layers, m.n_experts), bool)

@@ -39,20 +39,28 @@ def bounds_of(runtime: str) -> dict[str, tuple[float, float]]:
 
 def patch_for(runtime: str, values: dict) -> dict:
     """A runtime patch setting ``values`` everywhere: top level and every per-kind override;
-    ``table.key`` names an entry of a per-format table (``gpu_quant_eff.hqq2``)."""
+    ``table.key`` names an entry of a per-format table (``gpu_quant_eff.hqq2``), ``by_kind.KIND.FIELD``
+    one device kind's value (``by_kind.server.cpu_mem_eff``)."""
     data = load_yaml("runtime", runtime)
     flat = {k: v for k, v in values.items() if "." not in k}
+    kinds = {k: v for k, v in values.items() if k.startswith("by_kind.")}
     for k, v in values.items():
-        if "." in k:
+        if "." in k and k not in kinds:
             table, key = k.split(".", 1)
             flat.setdefault(table, dict(data.get(table) or {}))[key] = v
     by_kind = {k: {f: v for f, v in (o or {}).items() if f not in flat}
                for k, o in (data.get("by_kind") or {}).items()}
+    for k, v in kinds.items():          # by_kind.KIND.FIELD: that device kind's own value
+        _, kind, field = k.split(".", 2)
+        by_kind.setdefault(kind, {})[field] = v
     return {**flat, "by_kind": by_kind, "name": runtime}
 
 
 def _value(data: dict, name: str):
     """A runtime field or a ``table.key`` entry (1.0, the multiplier's neutral value, when absent)."""
+    if name.startswith("by_kind."):
+        _, kind, field = name.split(".", 2)
+        return float(((data.get("by_kind") or {}).get(kind) or {}).get(field, data[field]))
     if "." in name:
         table, key = name.split(".", 1)
         return float((data.get(table) or {}).get(key, 1.0))

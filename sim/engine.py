@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from sim.cost_model import CostModel
+from sim.cost_model import CostModel, dram_cpu_time
 from sim.expert_cache import ExpertCache
 from sim.link import Link, LinkJob, job_label
 from sim.policies.base import Policy, PolicyContext
@@ -54,6 +54,7 @@ class Engine:
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
         self.link = Link(self.env, self.core, self.transfer_s, self._landed)
+        self.may_prefetch = type(policy).next_transfer is not Policy.next_transfer
 
     # --- running ------------------------------------------------------------------------------
     def run(self):
@@ -126,11 +127,16 @@ class Engine:
         delay, gpu_end, gpu_busy = layer_end_delay(plan.gpu_s, plan.cpu_s, t1, lands, wait_gpu, self.sync_s)
         cpu_s = plan.cpu_s
         k = self.cost.dram_share(len(plan.cpu) * self.cost.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
-        if k < 1.0:   # host DRAM shared with the link's DMA: the CPU slows while copies run
+        if k < 1.0 and self.link.prefetch_enabled and self.may_prefetch:
+            # host DRAM shared with the link's DMA: the CPU slows while copies run, and prefetches
+            # may start at any time, so the CPU's progress is re-measured against the link
             cpu_s = yield from self._cpu_with_dma(t1, cpu_s, k)
             delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
             yield env.timeout(max(0.0, t1 + delay - env.now))
         else:
+            if k < 1.0:   # only demand copies: the link is busy back to back until demand_tail
+                cpu_s = dram_cpu_time(cpu_s, k, max(0.0, max(self.link.busy_until, self.link.demand_tail) - t1))
+                delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
             yield env.timeout(delay)
         for job in jobs:  # a copy nobody computes may land at the layer's very end: let it land first
             if not job.event.processed:

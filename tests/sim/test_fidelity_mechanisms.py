@@ -35,6 +35,13 @@ class CpuZeroFetchRest(Policy):
         return None
 
 
+class CpuZeroFetchRestPrefetching(CpuZeroFetchRest):
+    """The same, declaring a (never used) prefetch: the engine re-measures the CPU against the link."""
+
+    def next_transfer(self, cache):
+        return None
+
+
 def _contended(host_dram_gbs):
     hw, m, d = tiny_specs(n_layers=1, n_experts=3, top_k=2)
     # expert 1000 x 2 B = 2000 B in 100 us: the CPU needs 0.02 GB/s; DRAM 1.01 GB/s - DMA 1 GB/s
@@ -43,8 +50,8 @@ def _contended(host_dram_gbs):
     return RoundCosts(hw, m, d), m
 
 
-def _run(cost, m, fast=False):
-    pol = CpuZeroFetchRest()
+def _run(cost, m, fast=False, policy=CpuZeroFetchRest):
+    pol = policy()
     cache = make_cache(m, 1)
     sched = build_schedule(toy_trace([[[0, 1]]]), 0, 1, 1.0)
     ctx = context_for(cost, m, 1)
@@ -67,6 +74,8 @@ def test_cpu_experts_slow_while_the_dma_reads_the_same_dram():
     assert c.cpu_busy_s == pytest.approx(125 * US)
     fast, _ = _run(cost, m, fast=True)                  # the event-free evaluator: same time
     assert fast.decode_s == pytest.approx(133 * US)
+    rounds, _ = _run(cost, m, policy=CpuZeroFetchRestPrefetching)   # measured in rounds: same time
+    assert rounds.decode_s == pytest.approx(133 * US)
 
 
 def test_without_contention_the_cpu_keeps_its_speed():

@@ -69,6 +69,11 @@ class HardwareSpec:
     cpu_ops_per_layer: int = 0
     cpu_kv_eff: float = 1.0
     sample_us: float = 0.0
+    gpu_graph_kernel_us: float = 0.0        # per kernel inside a CUDA graph (0: the runtime uses none)
+    cpu_isa: str = ""                       # the host's widest ISA (avx2 | avx512 | amx)
+    cpu_dequant_ops: dict | None = None     # format -> FLOP-equivalent CPU ops per weight per token (2 if absent)
+    cpu_isa_ops_scale: dict | None = None   # ISA -> multiplier on cpu_dequant_ops
+    host_dram_gbs: float = 0.0              # sustained host DRAM GB/s shared by CPU kernels and DMA (0: not modelled)
 
     def __post_init__(self):
         if self.draft_overhead_us is None:

@@ -8,6 +8,13 @@ the experts' quant format; the runtime may scale the achieved bandwidth per form
 roofline for expert times and transfers: ``gpu_expert_us[n]`` / ``cpu_expert_us[n]`` by tokens
 ``n = 0..N`` and ``transfer_us`` for one expert.
 
+Three mechanisms beyond the roofline (docs/fidelity.md): a CPU kernel on a quantized format
+computes ``cpu_dequant_ops`` FLOP-equivalent vector ops per weight and token (unpack, scale, dot;
+2 for a plain FMA), scaled by the host ISA (``cpu_isa_ops_scale``: AVX2 has no VNNI int8 dot); a
+forward that runs wholly on the GPU replays one CUDA graph (``gpu_graph_kernel_us`` per kernel
+instead of ``gpu_kernel_us``, ``graphs=True``); and host DRAM is shared by the CPU's experts and the
+DMA of host-to-device copies (:meth:`CostModel.dram_share`, :func:`dram_cpu_time`).
+
 A ``STREAM`` placement (vLLM's UVA offload) is charged as one expert's ``transfer_s`` on the link
 followed by its GPU time from the table: the executors copy the weights into a staging buffer and
 then compute, so the simulator models what the real executor does (a zero-copy kernel that reads
@@ -27,6 +34,16 @@ GB, US, GIB = 1e9, 1e-6, 2 ** 30
 TABLE_MIN_TOKENS = 64   # expert tables cover at least 0..64 tokens (beyond: linear extrapolation)
 
 
+def dram_cpu_time(work_s: float, k: float, busy_s: float) -> float:
+    """Seconds the CPU needs for ``work_s`` seconds of expert work (at full speed) when a DMA reads
+    host DRAM for the first ``busy_s`` of them and the CPU runs at ``k`` of its speed meanwhile:
+    in ``T`` seconds it does ``T - min(T, busy_s) (1 - k)``, so ``T = work_s / k`` if the work ends
+    within the DMA, else ``work_s + busy_s (1 - k)``."""
+    if k >= 1.0 or busy_s <= 0.0 or work_s <= 0.0:
+        return work_s
+    return work_s / k if work_s <= busy_s * k else work_s + busy_s * (1.0 - k)
+
+
 def table_tokens(gamma: int) -> int:
     """The largest per-expert token count a run's tables cover (a verify window is gamma+1)."""
     return max(TABLE_MIN_TOKENS, gamma + 1)
@@ -37,7 +54,9 @@ class CostModel:
     """Seconds for every operation of an offloaded MoE decode step on one machine.
 
     ``cpu_scale`` multiplies the CPU's sustained rates (kTransformers' optimised CPU kernels);
-    ``n_max`` is the largest per-expert token count tabulated (beyond it, linear extrapolation).
+    ``n_max`` is the largest per-expert token count tabulated (beyond it, linear extrapolation);
+    ``graphs`` says the run's target forward has no CPU split, so the runtime's CUDA-graph kernel
+    cost applies (llama.cpp captures a graph only when the whole forward runs on the GPU).
     """
 
     hw: HardwareSpec
@@ -45,6 +64,24 @@ class CostModel:
     draft: DraftSpec
     cpu_scale: float = 1.0
     n_max: int = TABLE_MIN_TOKENS
+    graphs: bool = False
+
+    @property
+    def kernel_us(self) -> float:
+        """Microseconds per GPU kernel of the target forward: inside a CUDA graph when ``graphs``
+        and the runtime uses graphs, else one launch each (graph replay removes the per-launch
+        host cost; NVIDIA "Getting Started with CUDA Graphs")."""
+        hw = self.hw
+        return hw.gpu_graph_kernel_us if self.graphs and hw.gpu_graph_kernel_us > 0 else hw.gpu_kernel_us
+
+    def cpu_ops_per_weight(self, fmt: str) -> float:
+        """FLOP-equivalent CPU vector ops per weight per token of format ``fmt``'s kernel: the
+        runtime's ``cpu_dequant_ops`` times its ISA multiplier, or 2 (one FMA) when it names none."""
+        hw = self.hw
+        ops = hw.cpu_dequant_ops or {}
+        if fmt not in ops:
+            return 2.0
+        return float(ops[fmt]) * float((hw.cpu_isa_ops_scale or {}).get(hw.cpu_isa, 1.0))
 
     # --- experts -------------------------------------------------------------------------
     @property
@@ -62,7 +99,7 @@ class CostModel:
         hw, n = self.hw, np.arange(self.n_max + 1)
         mem = self.expert_bytes / (hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff * self._quant_eff(hw.gpu_quant_eff))
         fl = self._expert_flops(n) / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        return np.where(n > 0, np.maximum(mem, fl) + hw.gpu_kernel_us * US, 0.0)
+        return np.where(n > 0, np.maximum(mem, fl) + self.kernel_us * US, 0.0)
 
     def cpu_expert_table(self) -> np.ndarray:
         """CPU seconds for one expert with n = 0..n_max tokens (weights read from host DRAM)."""
@@ -72,7 +109,8 @@ class CostModel:
         hw, n = self.hw, np.arange(self.n_max + 1)
         mem = self.expert_bytes / (hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff * self.cpu_scale
                                    * self._quant_eff(hw.cpu_quant_eff))
-        fl = self._expert_flops(n) / (hw.cpu_tflops * 1e12 * hw.cpu_flops_eff * self.cpu_scale)
+        ops = self.cpu_ops_per_weight(self.model.expert_quant) / 2.0     # _expert_flops counts 2 per weight
+        fl = ops * self._expert_flops(n) / (hw.cpu_tflops * 1e12 * hw.cpu_flops_eff * self.cpu_scale)
         return np.where(n > 0, np.maximum(mem, fl) + hw.cpu_expert_us * US, 0.0)
 
     def _quant_eff(self, table: dict | None) -> float:
@@ -104,7 +142,7 @@ class CostModel:
         flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
         compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
         kernels = hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
-        return max((weight_bytes + kv_bytes) / bw, compute) + kernels * hw.gpu_kernel_us * US
+        return max((weight_bytes + kv_bytes) / bw, compute) + kernels * self.kernel_us * US
 
     def cpu_layer_fixed_s(self, n_tokens: int, context: int) -> float:
         """Attention, router and shared experts of one MoE layer computed on the CPU (a layer
@@ -114,7 +152,7 @@ class CostModel:
         bw = hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff
         weight_bytes = (m.attn_params_per_layer + m.hidden * m.n_experts + m.shared_params) * m.bytes_per_param
         kv_bytes = m.kv_bytes(context) / max(1, m.n_layers + m.n_dense_layers)
-        flops = 2.0 * n_tokens * (m.attn_params_per_layer + m.shared_params)
+        flops = self.cpu_ops_per_weight(m.dense_quant) * n_tokens * (m.attn_params_per_layer + m.shared_params)
         compute = flops / (hw.cpu_tflops * 1e12 * hw.cpu_flops_eff)
         mem = weight_bytes / bw + kv_bytes / (bw * hw.cpu_kv_eff)
         return max(mem, compute) + hw.cpu_ops_per_layer * hw.cpu_op_us * US
@@ -129,13 +167,14 @@ class CostModel:
         """:meth:`step_fixed_s` with the output layer and dense layers on the CPU (llama.cpp ``-ngl``
         at most the layer count): their weights read from host DRAM at the CPU's rates."""
         hw = self.hw
-        return self._head_s(n_tokens, hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff, hw.cpu_tflops * 1e12 * hw.cpu_flops_eff)
+        return self._head_s(n_tokens, hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff, hw.cpu_tflops * 1e12 * hw.cpu_flops_eff,
+                            self.cpu_ops_per_weight(self.model.dense_quant))
 
-    def _head_s(self, n_tokens: int, bw: float, rate: float) -> float:
+    def _head_s(self, n_tokens: int, bw: float, rate: float, ops: float = 2.0) -> float:
         hw, m = self.hw, self.model
         dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * m.dense_intermediate)
         lm = (m.lm_head_params + dense) * m.bytes_per_param
-        flops = 2.0 * n_tokens * (m.lm_head_params + dense)
+        flops = ops * n_tokens * (m.lm_head_params + dense)
         return max(lm / bw, flops / rate) + hw.step_overhead_us * US + n_tokens * hw.sample_us * US
 
     def draft_token_s(self, context: int) -> float:
@@ -145,7 +184,21 @@ class CostModel:
             return 0.0
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
         byts = d.weight_bytes + context * d.kv_bytes_per_token
-        return byts / bw + d.n_layers * hw.kernels_per_draft_layer * hw.gpu_kernel_us * US + hw.draft_overhead_us * US
+        kernel = hw.gpu_graph_kernel_us if hw.gpu_graph_kernel_us > 0 else hw.gpu_kernel_us   # all on the GPU
+        return byts / bw + d.n_layers * hw.kernels_per_draft_layer * kernel * US + hw.draft_overhead_us * US
+
+    def dram_share(self, cpu_bytes: float, cpu_s: float) -> float:
+        """The speed factor k <= 1 of a layer's CPU experts (``cpu_bytes`` read in ``cpu_s``) while a
+        host-to-device DMA runs: both read the same host DRAM, whose sustained rate
+        (``host_dram_gbs``, STREAM-like share of the theoretical peak) bounds their sum, so the CPU
+        keeps ``host_dram_gbs - pcie_h2d_gbs`` (physics-audit 1d). 1 when that covers its need or
+        the host's DRAM is not modelled (``host_dram_gbs = 0``)."""
+        hw = self.hw
+        if hw.host_dram_gbs <= 0 or cpu_s <= 0 or cpu_bytes <= 0:
+            return 1.0
+        need = cpu_bytes / cpu_s
+        avail = (hw.host_dram_gbs - hw.pcie_h2d_gbs) * GB
+        return 1.0 if need <= avail else max(avail, 0.05 * need) / need
 
     def layer_sync_s(self) -> float:
         """Joining CPU and GPU partial results of a layer (only when CPU experts ran)."""

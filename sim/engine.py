@@ -7,7 +7,8 @@ process moves the core's copies over PCIe. Per step (SD): the draft phase (gamma
 on the GPU, the link free for prefetches), the target's fixed part (embeddings, lm_head, host
 overhead), then every MoE layer: attention and router on the GPU, the policy's placement, the
 GPU's experts (resident first, then each fetched one when it lands) and the CPU's experts run
-concurrently, and the layer ends when both are done (plus a join when the CPU took part).
+concurrently, and the layer ends when both are done (plus a join when the CPU took part); the CPU's
+experts slow down while the link's DMA reads the same host DRAM (``CostModel.dram_share``).
 Autoregressive decoding is the same with gamma = 0.
 
 Time only advances through ``env.timeout``; every duration comes from :class:`sim.cost_model.CostModel`.
@@ -17,13 +18,16 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from sim.cost_model import CostModel
+from sim.cost_model import CostModel, dram_cpu_time
 from sim.expert_cache import ExpertCache
 from sim.link import Link, LinkJob, job_label
 from sim.policies.base import Policy, PolicyContext
 from sim.protocol import Copy, ProtocolCore, layer_end_delay
 from sim.signals import LazySignals
 from traces.windows import Schedule
+
+
+DRAM_ROUNDS = 6   # rounds of CPU work re-measured against the link's DMA (each leaves at most 1-k of the last)
 
 
 class Engine:
@@ -50,6 +54,7 @@ class Engine:
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
         self.link = Link(self.env, self.core, self.transfer_s, self._landed)
+        self.may_prefetch = type(policy).next_transfer is not Policy.next_transfer
 
     # --- running ------------------------------------------------------------------------------
     def run(self):
@@ -118,23 +123,49 @@ class Engine:
         jobs = [self._start(w.copy) if w.copy is not None else self.link.landing[w.key] for w in plan.waits]
         self.link.wake()  # place() may have queued prefetches (next-layer predictions)
         t1 = env.now
-        delay, gpu_end, gpu_busy = layer_end_delay(plan.gpu_s, plan.cpu_s, t1, [j.land_at for j in jobs],
-                                                   [w.gpu_s for w in plan.waits], self.sync_s)
-        yield env.timeout(delay)
+        lands, wait_gpu = [j.land_at for j in jobs], [w.gpu_s for w in plan.waits]
+        delay, gpu_end, gpu_busy = layer_end_delay(plan.gpu_s, plan.cpu_s, t1, lands, wait_gpu, self.sync_s)
+        cpu_s = plan.cpu_s
+        k = self.cost.dram_share(len(plan.cpu) * self.cost.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
+        if k < 1.0 and self.link.prefetch_enabled and self.may_prefetch:
+            # host DRAM shared with the link's DMA: the CPU slows while copies run, and prefetches
+            # may start at any time, so the CPU's progress is re-measured against the link
+            cpu_s = yield from self._cpu_with_dma(t1, cpu_s, k)
+            delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
+            yield env.timeout(max(0.0, t1 + delay - env.now))
+        else:
+            if k < 1.0:   # only demand copies: the link is busy back to back until demand_tail
+                cpu_s = dram_cpu_time(cpu_s, k, max(0.0, max(self.link.busy_until, self.link.demand_tail) - t1))
+                delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
+            yield env.timeout(delay)
         for job in jobs:  # a copy nobody computes may land at the layer's very end: let it land first
             if not job.event.processed:
                 yield job.event
         c.gpu_busy_s += (0.0 if attn_on_cpu else attention) + gpu_busy
-        c.cpu_busy_s += plan.cpu_s + (attention if attn_on_cpu else 0.0)
+        c.cpu_busy_s += cpu_s + (attention if attn_on_cpu else 0.0)
         self._mark("GPU", f"L{layer} experts", t1, gpu_end)
-        if plan.cpu_s > 0:
-            self._mark("CPU", f"L{layer} experts", t1, t1 + plan.cpu_s)
-            c.bubble_s += abs(gpu_end - (t1 + plan.cpu_s))
+        if cpu_s > 0:
+            self._mark("CPU", f"L{layer} experts", t1, t1 + cpu_s)
+            c.bubble_s += abs(gpu_end - (t1 + cpu_s))
         self.core.layer_end(layer, counts)
         self.link.wake()
         c.layer_s.append(env.now - t0)
         if not self.link.prefetch_enabled:
             yield from self._drain()
+
+    def _cpu_with_dma(self, t1: float, work_s: float, k: float):
+        """Run ``work_s`` of CPU expert work from ``t1`` at speed ``k`` while the link is busy and 1
+        otherwise (work done in an interval = its length - link-busy part x (1 - k)); returns the
+        CPU's seconds. After DRAM_ROUNDS rounds the rest is taken at speed ``k``."""
+        env, left = self.env, work_s
+        busy = self.link.busy_to(t1)
+        for _ in range(DRAM_ROUNDS):
+            yield env.timeout(left)
+            now_busy = self.link.busy_to(env.now)
+            left, busy = (now_busy - busy) * (1.0 - k), now_busy
+            if left <= 1e-12:
+                return env.now - t1
+        return env.now + left / k - t1
 
     def _start(self, copy: Copy) -> LinkJob:
         n = len(copy.experts)

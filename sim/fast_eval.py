@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cost_model import CostModel
+from sim.cost_model import CostModel, dram_cpu_time
 from sim.engine import requests_by_layer
 from sim.expert_cache import ExpertCache
 from sim.policies.base import Policy
@@ -59,7 +59,11 @@ def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedu
             signals.layer = layer
             plan = core.place(layer, schedule.counts[s, layer], signals, req[s][layer], nreq[s][layer])
             lands, link_free = _copies(plan, now, link_free, xfer, cost, core)
-            delay, _, _ = layer_end_delay(plan.gpu_s, plan.cpu_s, now, lands, [w.gpu_s for w in plan.waits], sync)
+            cpu_s = plan.cpu_s
+            k = cost.dram_share(len(plan.cpu) * cost.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
+            if k < 1.0:   # demand copies run back to back: the link is busy from now to link_free
+                cpu_s = dram_cpu_time(cpu_s, k, max(0.0, link_free - now))
+            delay, _, _ = layer_end_delay(plan.gpu_s, cpu_s, now, lands, [w.gpu_s for w in plan.waits], sync)
             now = max([now + delay] + lands)
             core.layer_end(layer, schedule.counts[s, layer])
         context += int(schedule.produced[s])

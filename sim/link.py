@@ -44,6 +44,7 @@ class Link:
         self.prefetch_enabled = True
         self.busy_until = 0.0   # end of the job on the link (in the past when idle)
         self.demand_tail = 0.0  # when the last queued demand job will land
+        self._job_start: float | None = None   # start of the job on the link (None when idle)
         env.process(self._run())
 
     def wake(self) -> None:
@@ -62,6 +63,13 @@ class Link:
         self._register(job)
         self.wake()
         return job
+
+    def busy_to(self, t: float) -> float:
+        """Busy seconds of the link from its start up to ``t`` (now, or later within the job on the
+        link): the landed jobs' durations plus the running job's part before ``t``."""
+        if self._job_start is None:
+            return self.busy_s
+        return self.busy_s + max(0.0, min(t, self.busy_until) - self._job_start)
 
     def _register(self, job: LinkJob) -> None:
         if job.copy.kind != STREAM_COPY:
@@ -89,10 +97,11 @@ class Link:
                 yield self._idle
                 self._idle = None
                 continue
-            job.start = env.now
+            job.start = self._job_start = env.now
             self.busy_until = job.start + job.duration
             yield env.timeout(job.duration)
             self.busy_s += job.duration
+            self._job_start = None
             self._land(job)
 
     def _land(self, job: LinkJob) -> None:

@@ -6,7 +6,7 @@ numpy arrays). The CLI (:mod:`sim.cli`) and the tests call :func:`run_one`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -145,11 +145,13 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
         trace = synthetic_trace(*key)
     acc = r.acceptance if r.acceptance is not None else 0.0
     sched = schedule(trace, key, g, gen_tokens, acc, seed)
-    cost = policy_cost_model(pol, hw, m, d, g)
+    cost = policy_cost_model(pol, hw, m, d, g, plan.n_slots)
     tctx = table_context(prompt_tokens, gen_tokens) if table_tokens is None else table_tokens
     ctx = build_context(pol, cost, plan.n_slots, g, tctx, seed, _profile(pol, m, seed, trace), sched.counts)
     cache = ExpertCache(m.n_layers, m.n_experts, plan.n_slots)
     pol.reset(ctx, cache)
+    if cost.graphs and pol.output_on_cpu:       # -ngl N = layer count: the output layer splits the graph
+        cost = replace(cost, graphs=False)
     engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline,
                     recorded=recorded_signals(trace, sched))
     counters = engine.run()

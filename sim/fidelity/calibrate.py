@@ -18,7 +18,7 @@ import numpy as np
 
 from sim.config import ConfigError
 from sim.fidelity.points import Point, load_points, point_runtime
-from sim.fidelity.validate import predict
+from sim.fidelity.validate import predict_all
 from sim.paths import CONF_DIR
 from sim.specs.machine import load_yaml
 
@@ -39,35 +39,45 @@ def bounds_of(runtime: str) -> dict[str, tuple[float, float]]:
 
 def patch_for(runtime: str, values: dict) -> dict:
     """A runtime patch setting ``values`` everywhere: top level and every per-kind override;
-    ``table.key`` names an entry of a per-format table (``gpu_quant_eff.hqq2``)."""
+    ``table.key`` names an entry of a per-format table (``gpu_quant_eff.hqq2``), ``by_kind.KIND.FIELD``
+    one device kind's value (``by_kind.server.cpu_mem_eff``)."""
     data = load_yaml("runtime", runtime)
     flat = {k: v for k, v in values.items() if "." not in k}
+    kinds = {k: v for k, v in values.items() if k.startswith("by_kind.")}
     for k, v in values.items():
-        if "." in k:
+        if "." in k and k not in kinds:
             table, key = k.split(".", 1)
             flat.setdefault(table, dict(data.get(table) or {}))[key] = v
     by_kind = {k: {f: v for f, v in (o or {}).items() if f not in flat}
                for k, o in (data.get("by_kind") or {}).items()}
+    for k, v in kinds.items():          # by_kind.KIND.FIELD: that device kind's own value
+        _, kind, field = k.split(".", 2)
+        by_kind.setdefault(kind, {})[field] = v
     return {**flat, "by_kind": by_kind, "name": runtime}
 
 
 def _value(data: dict, name: str):
     """A runtime field or a ``table.key`` entry (1.0, the multiplier's neutral value, when absent)."""
+    if name.startswith("by_kind."):
+        _, kind, field = name.split(".", 2)
+        return float(((data.get("by_kind") or {}).get(kind) or {}).get(field, data[field]))
     if "." in name:
         table, key = name.split(".", 1)
         return float((data.get(table) or {}).get(key, 1.0))
     return data[name]
 
 
+N_JOBS = 1   # processes per residual evaluation (set by calibrate's n_jobs)
+
+
 def residuals(points: list[Point], runtime: str, values: dict, gen_tokens: int) -> np.ndarray:
     """``log(predicted / measured)`` per point with ``values`` set on the runtime."""
     patch = patch_for(runtime, values)
-    out = []
-    for p in points:
-        run = {**p.run, "runtime": runtime}
-        pred = predict(Point(p.id, p.measured_tok_s, p.source, p.grade, run), gen_tokens, patch)["predicted_tok_s"]
-        out.append(math.log(pred / p.measured_tok_s) if np.isfinite(pred) and pred > 0 else math.log(1e-3))
-    return np.asarray(out)
+    pts = [Point(p.id, p.measured_tok_s, p.source, p.grade, {**p.run, "runtime": runtime}) for p in points]
+    preds = predict_all(pts, gen_tokens, N_JOBS, patch, progress=False)
+    return np.asarray([math.log(r["predicted_tok_s"] / p.measured_tok_s)
+                       if np.isfinite(r["predicted_tok_s"]) and r["predicted_tok_s"] > 0 else math.log(1e-3)
+                       for p, r in zip(points, preds)])
 
 
 def fit(points: list[Point], runtime: str, bounds: dict, start: dict, gen_tokens: int,
@@ -123,6 +133,8 @@ def write_fit(runtime: str, values: dict, points: list[Point], res: np.ndarray) 
 def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
               gen_tokens: int = 32, n_jobs: int = 1) -> dict:
     """Fit ``runtime`` on the points built on it; print the fit, per-point residuals and LOSO error."""
+    global N_JOBS
+    N_JOBS = max(1, int(n_jobs))
     pf = load_points(points)
     mine = [p for p in pf.points if point_runtime(p) == runtime]
     bounds = bounds_of(runtime)

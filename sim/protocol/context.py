@@ -12,9 +12,13 @@ from sim.cost_model import CostModel, table_tokens
 from sim.policies.base import Policy, PolicyContext
 
 
-def policy_cost_model(policy: Policy, hw, m, d, gamma: int) -> CostModel:
-    """The cost model of a run of ``policy`` (its CPU efficiency scale, tables up to gamma+1 tokens)."""
-    return CostModel(hw, m, d, cpu_scale=policy.cpu_efficiency_scale, n_max=table_tokens(gamma))
+def policy_cost_model(policy: Policy, hw, m, d, gamma: int, n_slots: int | None = None) -> CostModel:
+    """The cost model of a run of ``policy`` (its CPU efficiency scale, tables up to gamma+1 tokens);
+    with ``n_slots`` given, a placement that holds every expert and runs no layer on the CPU is one
+    GPU-only forward (``graphs``: the runtime's CUDA-graph kernel cost)."""
+    graphs = (n_slots is not None and n_slots >= m.n_layers * m.n_experts
+              and policy.cpu_layer_count(m.n_layers) == 0 and not policy.output_on_cpu)
+    return CostModel(hw, m, d, cpu_scale=policy.cpu_efficiency_scale, n_max=table_tokens(gamma), graphs=graphs)
 
 
 def table_context(prompt_tokens: int, gen_tokens: int) -> int:

@@ -43,6 +43,8 @@ class HostSpec:
     cross_socket_gbs: float
     isa: str
     fp32_tflops: float
+    mem_latency_ns: float = 0.0        # idle DRAM load-to-use latency (0: unknown; no per-core limit from it)
+    dram_sustained_frac: float = 0.8   # share of theoretical DRAM bandwidth all readers together sustain (STREAM)
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,14 @@ class RuntimeSpec:
     cpu_quant_eff: dict
     by_kind: dict
     cpu_core_gbs: float = 0.0       # DRAM GB/s one core's kernel thread draws (0: no per-core limit)
+    cpu_core_lines: float = 0.0     # cache lines in flight per core (Little's law with the host's latency; 0: unused)
     cpu_op_us: float = 0.0          # per CPU op of a layer computed whole on the CPU (thread-pool barrier)
     cpu_ops_per_layer: int = 0      # such ops per layer (norms, qkv, rope, attention, o, router, topk, ...)
     cpu_kv_eff: float = 1.0         # fraction of cpu_mem_eff CPU attention reaches over the KV cache
     sample_us: float = 0.0          # per verified position: logits over the vocabulary, sampling
+    gpu_graph_kernel_us: float = 0.0   # per GPU kernel when the forward runs as one CUDA graph (0: no graphs)
+    cpu_dequant_ops: dict | None = None    # expert/dense format -> FLOP-equivalent vector ops per weight per token
+    cpu_isa_ops_scale: dict | None = None  # host ISA -> multiplier on cpu_dequant_ops (no VNNI on AVX2, ...)
     calibrate: dict | None = None   # parameter -> [low, high]: what `python -m sim calibrate` may fit
 
     def for_kinds(self, *kinds: str) -> "RuntimeSpec":
@@ -168,6 +174,15 @@ def thread_bandwidth(socket_gbs: float, threads: int, core_gbs: float, eff: floa
     return min(socket_gbs, threads * core_gbs / eff)
 
 
+def core_bandwidth(rt: RuntimeSpec, host: HostSpec) -> float:
+    """GB/s one core's thread draws: by Little's law ``cpu_core_lines x 64 B / mem_latency_ns``
+    when the runtime states the lines its kernel keeps in flight and the host its latency (so a
+    high-latency server core draws less than a desktop core), else the runtime's ``cpu_core_gbs``."""
+    if rt.cpu_core_lines > 0 and host.mem_latency_ns > 0:
+        return rt.cpu_core_lines * 64.0 / host.mem_latency_ns
+    return rt.cpu_core_gbs
+
+
 def compose(comp: dict, runtime: RuntimeSpec) -> dict:
     """The flat machine fields of a composition ``{name, gpu, host, link, **flat overrides}``."""
     src = f"hardware {comp.get('name', '?')}"
@@ -185,7 +200,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         name=name, gpu=g.gpu, vram_gib=g.vram_gib, gpu_mem_bw_gbs=g.mem_bw_gbs, gpu_mem_eff=rt.gpu_mem_eff,
         gpu_tflops=g.fp16_tflops, gpu_flops_eff=rt.gpu_flops_eff, gpu_kernel_us=rt.gpu_kernel_us,
         pcie_h2d_gbs=l.h2d_gbs if rt.copy == "pinned" else l.pageable_gbs, pcie_latency_us=l.latency_us,
-        cpu=h.cpu, cpu_mem_bw_gbs=thread_bandwidth(host_bandwidth(h, rt.numa_aware), threads, rt.cpu_core_gbs, rt.cpu_mem_eff),
+        cpu=h.cpu, cpu_mem_bw_gbs=thread_bandwidth(host_bandwidth(h, rt.numa_aware), threads, core_bandwidth(rt, h), rt.cpu_mem_eff),
         cpu_mem_eff=rt.cpu_mem_eff,
         cpu_tflops=h.fp32_tflops if threads == h.cores else h.fp32_tflops * threads / h.cores, cpu_flops_eff=rt.cpu_flops_eff, cpu_threads=threads,
         cpu_expert_us=rt.cpu_expert_us, layer_sync_us=rt.layer_sync_us, step_overhead_us=rt.step_overhead_us,
@@ -196,7 +211,9 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         copies_per_expert=rt.copies_per_expert, gpu_quant_eff=dict(rt.gpu_quant_eff),
         cpu_quant_eff=dict(rt.cpu_quant_eff), parts={"gpu": g.name, "host": h.name, "link": l.name},
         cpu_op_us=rt.cpu_op_us, cpu_ops_per_layer=rt.cpu_ops_per_layer, cpu_kv_eff=rt.cpu_kv_eff,
-        sample_us=rt.sample_us)
+        sample_us=rt.sample_us, gpu_graph_kernel_us=rt.gpu_graph_kernel_us, cpu_isa=h.isa,
+        cpu_dequant_ops=dict(rt.cpu_dequant_ops or {}), cpu_isa_ops_scale=dict(rt.cpu_isa_ops_scale or {}),
+        host_dram_gbs=host_bandwidth(h, rt.numa_aware) * h.dram_sustained_frac)
     flat.update({k: v for k, v in comp.items() if k not in ("name", "gpu", "host", "link", "runtime", "cpu_threads")
                  and v is not None})
     return flat

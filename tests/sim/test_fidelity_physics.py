@@ -23,7 +23,8 @@ def test_a_few_threads_of_a_many_channel_server_do_not_get_the_whole_socket():
     assert thread_bandwidth(460.8, 64, 8.0, 0.5) == pytest.approx(460.8)    # enough cores: the channels bound
     assert thread_bandwidth(460.8, 16, 0.0, 0.5) == 460.8                   # no per-core limit
     hw = config.hardware({"gpu": "rtx5090", "host": "epyc_ddr5_12ch", "link": "pcie5_x16", "cpu_threads": 16},
-                         runtime={"name": "llama_cpp", "cpu_core_gbs": 8.0, "cpu_mem_eff": 0.5, "by_kind": {}})
+                         runtime={"name": "llama_cpp", "cpu_core_gbs": 8.0, "cpu_core_lines": 0.0, "cpu_mem_eff": 0.5,
+                                  "by_kind": {}})
     assert (hw.cpu_mem_bw_gbs * hw.cpu_mem_eff, hw.cpu_threads) == (pytest.approx(128.0), 16)
     assert hw.cpu_tflops == pytest.approx(5.376 * 16 / 48)              # FLOP/s follow the cores used
 

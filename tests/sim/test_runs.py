@@ -9,11 +9,11 @@ from sim.runner import run_one
 SHORT = dict(gen_tokens=64, workload="gsm8k")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the calibrated llama_cpp runtime (fitted mostly on server hosts) "
-                   "predicts 8.8 tok/s on the paper's desktop, 42% under 15.23 (docs/fidelity.md)")
 def test_llamacpp_on_the_paper_machine_lands_near_the_published_rate():
     # llama.cpp, AR, f16: experts that do not fit stay in host RAM and run on the CPU.
-    # The paper reports 15.23 tok/s on an RTX 4090 with Qwen3-30B-A3B.
+    # The paper reports 15.23 tok/s on an RTX 4090 with Qwen3-30B-A3B. The calibrated llama_cpp
+    # runtime (desktop CPU efficiency from a published llama.cpp measurement, not from this point)
+    # predicts about 14.9 (docs/fidelity.md); this point is not in the training set.
     row = run_one(policy="llamacpp", cache_ratio=0.17, gen_tokens=256).row
     assert 10.0 <= row["tps"] <= 25.0
     assert row["pcie_gb"] == 0.0 and row["gamma"] == 0

@@ -65,9 +65,10 @@ def llama_cpp(setting: Setting, speculative: bool = False) -> list[Candidate]:
     table = StaticTable(setting, policy)
     on_gpu, on_cpu = table.whole_layer_s()
     rt, g = table.cost.hw.runtime, table.gamma
+    full = StaticTable(setting, policy, all_gpu=True)   # N = 0: no CPU split, the runtime's graph kernels
     out = []
     for n in range(L + 1):
-        secs = table.fixed_s + on_cpu[:n].sum() + on_gpu[n:].sum()
+        secs = table.fixed_s + on_cpu[:n].sum() + on_gpu[n:].sum() if n else full.decode_s(np.ones((L, E), bool))
         out.append(Candidate(engine, policy, "n_cpu_moe", n, table.tps(secs), setting.memory(policy, (L - n) * E),
                              runtime=rt, gamma=g))
     for n in range(L + 1):

@@ -103,12 +103,15 @@ class StaticTable:
     included, and the output layer on the CPU unless ``n`` exceeds the layer count).
     """
 
-    def __init__(self, setting: Setting, policy: str):
+    def __init__(self, setting: Setting, policy: str, all_gpu: bool = False):
+        """``all_gpu``: price the one placement with every expert on the GPU (a GPU-only forward,
+        whose kernels the runtime may run as a CUDA graph: ``CostModel.graphs``)."""
         pol = make_policy(policy)
         m, g = setting.spec, setting.gamma_of(pol.speculative)
         self.policy, self.setting, self.gamma = policy, setting, g
         self.sched = setting.schedule(g)
-        self.cost = policy_cost_model(pol, setting.hw(policy), m, setting.draft_spec(pol.speculative), g)
+        self.cost = policy_cost_model(pol, setting.hw(policy), m, setting.draft_spec(pol.speculative), g,
+                                      n_slots=m.n_layers * m.n_experts if all_gpu else None)
         c = self.sched.counts
         on = c > 0
         self.gpu = np.where(on, self.cost.gpu_expert_table()[c], 0.0)
@@ -152,7 +155,8 @@ class StaticTable:
         """Decode seconds of llama.cpp ``-ngl n_gpu_layers`` (no ``--n-cpu-moe``): the first
         ``L - n`` MoE layers run whole on the CPU (attention from host DRAM, experts on the CPU),
         the output layer too unless ``n > L`` (llama.cpp ``llm_load_tensors``: ``i_gpu_start =
-        n_layer - n_gpu_layers``; the output layer is offloaded only past the last block)."""
+        n_layer - n_gpu_layers``; the output layer is offloaded only past the last block). ``n > L``
+        is the GPU-only forward: price it on a table built with ``all_gpu=True``."""
         L = self.gpu.shape[1]
         on_gpu, on_cpu = self.whole_layer_s()
         c = L - min(int(n_gpu_layers), L)

@@ -26,11 +26,12 @@ def setting(**kw) -> Setting:
 
 @pytest.mark.parametrize("policy,args,slots,draft", [
     ("llamacpp", {"n_cpu_moe": 36}, 12 * 128, "none"),
+    ("llamacpp", {"n_cpu_moe": 0}, 48 * 128, "none"),
     ("ktransformers", {}, 20 * 48, "none"),
     ("llamacpp_sd", {"n_cpu_moe": 45}, 3 * 128, "qwen3_0_6b"),
 ])
 def test_static_table_equals_the_simpy_engine(policy, args, slots, draft):
-    table = StaticTable(setting(draft=draft), policy)
+    table = StaticTable(setting(draft=draft), policy, all_gpu=slots == 48 * 128)
     ours = table.tps(table.decode_s(table.policy_mask(slots, **args)))
     hw = {**HW, "vram_gib": 24.0}     # the engine's memory check only; costs do not depend on VRAM
     row = run_one(policy=policy, hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, draft=draft, policy_args=args,
@@ -38,12 +39,21 @@ def test_static_table_equals_the_simpy_engine(policy, args, slots, draft):
     assert ours == pytest.approx(row["tps"], rel=1e-9)
 
 
+def test_all_experts_on_the_gpu_is_priced_as_one_graph_forward():
+    """--n-cpu-moe 0 (no CPU split) is the enumerated placement that gets the runtime's CUDA-graph kernels."""
+    cands = enumerate_all(setting(vram_budget_gib=None), ["llama_cpp"], [], [])
+    n0 = next(c for c in cands if c.knob == "n_cpu_moe" and c.value == 0)
+    hw = {**HW, "vram_gib": 24.0}
+    row = run_one(policy="llamacpp", hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, policy_args={"n_cpu_moe": 0}).row
+    assert n0.tps == pytest.approx(row["tps"], rel=1e-9)
+
+
 @pytest.mark.parametrize("policy,n,draft", [("llamacpp", 20, "none"), ("llamacpp", 48, "none"),
                                             ("llamacpp", 49, "none"), ("llamacpp_sd", 44, "qwen3_0_6b")])
 def test_ngl_equals_the_simpy_engine_and_its_memory_plan(policy, n, draft):
     """``-ngl N``: CPU attention and CPU output head priced in closed form, as the engine runs them."""
     s = setting(draft=draft)
-    table = StaticTable(s, policy)
+    table = StaticTable(s, policy, all_gpu=n > 48)     # -ngl 49: everything on the GPU, one graph forward
     hw = {**HW, "vram_gib": 24.0}
     res = run_one(policy=policy, hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, draft=draft,
                   policy_args={"gpu_layers": n})

@@ -226,3 +226,10 @@ def plan_command(cfg: DictConfig) -> list:
     from sim.plan.command import plan_command as plan
 
     return plan(cfg)
+
+
+def crossover_command(cfg: DictConfig):
+    """``python -m sim crossover``: see :mod:`sim.prefill.command`."""
+    from sim.prefill.command import crossover_command as crossover
+
+    return crossover(cfg)

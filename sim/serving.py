@@ -1,0 +1,108 @@
+"""What a user feels beyond decode speed, for :func:`sim.runner.run_one`: prefill before the decode
+(:mod:`sim.prefill`) and B concurrent requests (:mod:`sim.batching`), and their result columns.
+
+Defaults (``prefill=False``, ``batch=1``) leave a run exactly as before: the decode starts from each
+policy's startup residency, ``ttft_s`` is NaN, and the identity gains no key (:func:`identity_keys`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.prefill.decision import KT_DEFAULT_THRESHOLD
+
+DEFAULTS = {"prefill": False, "ubatch": 512, "prefill_rule": "auto", "prefill_threshold": KT_DEFAULT_THRESHOLD,
+            "batch": 1}
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """Prefill and batching inputs of a run (see :data:`DEFAULTS`)."""
+
+    prefill: bool = False
+    ubatch: int = 512
+    prefill_rule: str = "auto"
+    prefill_threshold: int = KT_DEFAULT_THRESHOLD
+    batch: int = 1
+
+
+def identity_keys(opts: ServingOptions) -> dict:
+    """The options that differ from :data:`DEFAULTS` (only they join a run's identity, so a default
+    run keeps its ``run_id``); the prefill's own knobs count only with ``prefill=true``."""
+    given = dataclasses.asdict(opts)
+    keys = [k for k in DEFAULTS if given[k] != DEFAULTS[k]]
+    if not opts.prefill:
+        keys = [k for k in keys if k == "batch"]
+    return {k: given[k] for k in keys}
+
+
+def check(opts: ServingOptions, trace_given: bool) -> None:
+    """Refuse combinations not modelled (one line each)."""
+    from sim.prefill.decision import RULES
+    from sim.user_input import UserInputError
+
+    if opts.prefill_rule not in RULES:
+        raise UserInputError(f"prefill_rule={opts.prefill_rule}: must be one of {', '.join(RULES)}")
+    if opts.batch > 1 and trace_given:
+        raise UserInputError(f"batch={opts.batch}: concurrent requests need independent traces; "
+                             "with trace=FILE use batch=1 (synthetic workloads draw one trace per request)")
+    if opts.batch > 1 and opts.prefill:
+        raise UserInputError(f"batch={opts.batch} with prefill=true: prefill of concurrent prompts is not "
+                             "modelled yet; use one of the two")
+
+
+def batch_schedule(key: tuple, g: int, gen_tokens: int, acc: float, seed: int, batch: int):
+    """The merged schedule of ``batch`` requests (request i: the synthetic trace and acceptance draws
+    of seed ``seed + i``; request 0 is the single-request run's)."""
+    from sim.batching import merge_schedules
+    from sim.runner import schedule, synthetic_trace
+
+    scheds = []
+    for i in range(batch):
+        k = (key[0], key[1], key[2], seed + i, key[4])
+        scheds.append(schedule(synthetic_trace(*k), k, g, gen_tokens, acc, seed + i))
+    return merge_schedules(scheds), float(np.mean([s.mean_accepted for s in scheds]))
+
+
+def widen(cost, sched):
+    """The cost model with expert tables covering the batch's largest per-expert token count."""
+    need = int(sched.counts.max(initial=0))
+    return cost if need <= cost.n_max else dataclasses.replace(cost, n_max=need)
+
+
+def run_prefill(opts: ServingOptions, policy, policy_name: str, cost, m, workload: str, prompt_tokens: int,
+                seed: int, shape: tuple):
+    """Simulate the prompt's prefill from the policy's startup residency (``policy`` already reset)."""
+    from sim.prefill.costs import PrefillCosts
+    from sim.prefill.decision import make_rule
+    from sim.prefill.phase import simulate_prefill
+    from sim.prefill.routing import prompt_routing
+
+    if prompt_tokens <= 0:
+        from sim.user_input import UserInputError
+        raise UserInputError("prompt_tokens=0: prefill=true needs a prompt of at least 1 token")
+    resident = np.zeros((m.n_layers, m.n_experts), dtype=bool)
+    for layer, expert in policy.initial_residency():
+        resident[int(layer), int(expert)] = True
+    rule = make_rule(opts.prefill_rule, policy_name, m.n_experts, m.top_k, opts.prefill_threshold)
+    experts = prompt_routing(m.name, workload, prompt_tokens, seed, shape)
+    return simulate_prefill(PrefillCosts.build(cost, opts.ubatch), rule, experts, resident)
+
+
+def columns(opts: ServingOptions, pre, batch, counters) -> dict:
+    """The row's prefill and batching columns (NaN where not simulated)."""
+    nan = float("nan")
+    decode = counters.decode_s
+    per_req = batch.request_tps(counters.step_s) if batch is not None else np.array([counters.tokens / decode])
+    row = {"batch": opts.batch, "tps_per_request": float(per_req.mean()), "tps_request_min": float(per_req.min()),
+           "ubatch": opts.ubatch if pre is not None else 0, "prefill_rule": pre.rule if pre is not None else "",
+           "prefill_tok_s": pre.tok_s if pre is not None else nan,
+           "e2e_tok_s": counters.tokens / (pre.ttft_s + decode) if pre is not None else nan,
+           "prefill_copy_share": pre.copy_share if pre is not None else nan,
+           "prefill_pcie_gb": pre.pcie_bytes / 1e9 if pre is not None else nan}
+    if pre is not None:
+        row["ttft_s"] = pre.ttft_s
+    return row
+

@@ -28,7 +28,7 @@ def check(cfg: DictConfig) -> dict:
     if not isinstance(values, list) or not values or any(
             isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_UBATCH for v in values):
         raise ConfigError(f"ubatches={shown}: must be a list of integers in 1..{MAX_UBATCH}")
-    return {"ubatches": sorted(set(values)), "context": rule_check("context", cfg.context, Rule("int", 0, 1 << 20)),
+    return {"ubatches": sorted(set(values)), "context": rule_check("context", cfg.context, Rule("int", 1, 1 << 20)),
             "samples": rule_check("samples", cfg.samples, Rule("int", 1, 64)),
             "seed": rule_check("seed", cfg.seed, Rule("int", 0))}
 

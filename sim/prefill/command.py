@@ -10,7 +10,6 @@ import csv
 import io
 import sys
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sim.config import ConfigError
@@ -45,12 +44,8 @@ def crossover_command(cfg: DictConfig):
 def _crossover(cfg: DictConfig):
     from sim import config
     from sim.cli import _choice, _output_dir, _specs
-    from sim.cost_model import CostModel
-    from sim.prefill.costs import PrefillCosts
-    from sim.prefill.crossover import bisect, crossover, price
+    from sim.prefill.crossover import crossover_table
     from sim.prefill.decision import LLAMACPP_MIN_BATCH
-    from sim.prefill.routing import prompt_routing
-    from sim.runner import routing_shape
 
     opts = check(cfg)
     specs = _specs(cfg)
@@ -58,12 +53,7 @@ def _crossover(cfg: DictConfig):
     m = config.model(specs["model"], cfg.quant, cfg.quant_dense)
     workload = _choice("workload") or "gsm8k"
     sizes, samples = opts["ubatches"], opts["samples"]
-    costs = PrefillCosts.build(CostModel(hw, m, config.draft("none")), max(sizes))
-    experts = prompt_routing(m.name, workload, max(sizes) * samples, opts["seed"], routing_shape(m))
-    resident = np.zeros((m.n_layers, m.n_experts), dtype=bool)
-    rows = [price(costs, experts, resident, u, opts["context"], samples) for u in sizes]
-    wins = lambda n: price(costs, experts, resident, n, opts["context"], samples).winner == "copy"  # noqa: E731
-    cross = crossover(rows, lambda lo, hi: bisect(wins, lo, hi))
+    rows, cross = crossover_table(hw, m, workload, sizes, opts["context"], samples, opts["seed"])
     out = _output_dir(cfg)
     title = f"{m.name} {m.expert_quant} on {hw.name} ({hw.runtime}), context {opts['context']}"
     lines = [f"prefill crossover: {title}; every routed expert in host memory, {workload} prompt routing (synthetic)",

@@ -79,3 +79,22 @@ def bisect(wins, lo: int, hi: int) -> int:
         else:
             lo = mid
     return hi
+
+
+def crossover_table(hw, m, workload: str, sizes: list[int], context: int, samples: int, seed: int):
+    """The rows for every size in ``sizes`` and the refined crossover, every routed expert in host
+    memory (llama.cpp ``--cpu-moe``), for machine ``hw`` and model ``m``."""
+    from sim import config
+    from sim.cost_model import CostModel
+    from sim.prefill.routing import prompt_routing
+    from sim.runner import routing_shape
+
+    costs = PrefillCosts.build(CostModel(hw, m, config.draft("none")), max(sizes))
+    experts = prompt_routing(m.name, workload, max(sizes) * samples, seed, routing_shape(m))
+    resident = np.zeros((m.n_layers, m.n_experts), dtype=bool)
+    rows = [price(costs, experts, resident, u, context, samples) for u in sizes]
+
+    def wins(n: int) -> bool:
+        return price(costs, experts, resident, n, context, samples).winner == "copy"
+
+    return rows, crossover(rows, lambda lo, hi: bisect(wins, lo, hi))

@@ -17,10 +17,10 @@ from traces.atomic import atomic_write_bytes, writer_lock
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
             "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch",
-            "prefill_rule", "prefill_threshold", "batch")
+            "prefill_rule", "prefill_threshold", "batch", "stagger")
 SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance", "quant",
               "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule",
-              "prefill_threshold", "batch")
+              "prefill_threshold", "batch", "stagger")
 SPEC_GROUPS = ("hardware", "model", "draft")
 EXPERIMENT_KEYS = ("name", "policies", "workloads", "grid", "description")
 VOLATILE = ("out", "n_jobs", "resume", "append", "timeline", "format", "backend", "ray_address")   # do not change a run's numbers
@@ -183,7 +183,7 @@ def run_command(cfg: DictConfig) -> dict:
             "n_slots", "run_id", "sim_wall_s")
     width = max(map(len, keys))
     extra = (("ttft_s", "prefill_tok_s", "e2e_tok_s", "prefill_copy_share") if args.get("prefill") else ()) + \
-        (("batch", "tps_per_request", "tps_request_min") if args.get("batch", 1) > 1 else ())
+        (("batch", "stagger", "tps_per_request", "tps_request_min") if args.get("batch", 1) > 1 else ())
     for k in keys + extra + tuple(k for k in ("hot_precision", "hot_recall") if k in row):
         v = row[k]
         print(f"{k:<{width}}  {v:.4g}" if isinstance(v, float) else f"{k:<{width}}  {v}")

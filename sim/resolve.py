@@ -44,7 +44,7 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             runtime=None, quant: str | None = None, quant_dense: str | None = None,
             slots_per_layer: int | None = None, vram_budget_gib: float | None = None, prefill: bool = False,
             ubatch: int = 512, prefill_rule: str = "auto", prefill_threshold: int = 1024, batch: int = 1,
-            **_ignored) -> Resolved:
+            stagger: int = 0, **_ignored) -> Resolved:
     """Specs, policy, gamma, draft, trace and acceptance of a run, and its identity, without simulating.
 
     A replayed trace supplies what is not given (``model=None``, ``workload=None``): its recorded
@@ -93,7 +93,8 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
              ("memory" if trace is not None else "synthetic"),
              "trace_sha256": trace_digest(trace) if trace is not None else "", "code_version": code_version()}
     from sim import serving
-    opts = serving.ServingOptions(bool(prefill), int(ubatch), str(prefill_rule), int(prefill_threshold), int(batch))
+    opts = serving.ServingOptions(bool(prefill), int(ubatch), str(prefill_rule), int(prefill_threshold), int(batch),
+                                  int(stagger))
     serving.check(opts, trace is not None)
     ident.update(serving.identity_keys(opts))
     return Resolved(hw, m, d, pol, g, workload, acc, trace, plan, float(cache_ratio), ident, opts)

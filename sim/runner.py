@@ -120,7 +120,7 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             quant_dense: str | None = None, slots_per_layer: int | None = None,
             vram_budget_gib: float | None = None, table_tokens: int | None = None, prefill: bool = False,
             ubatch: int = 512, prefill_rule: str = "auto", prefill_threshold: int = 1024,
-            batch: int = 1) -> RunResult:
+            batch: int = 1, stagger: int = 0) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``runtime`` (a conf/runtime name or mapping; None: the policy preset's) supplies the
@@ -132,7 +132,7 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     middle of the generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's).
     ``prefill=true`` simulates the prompt first (micro-batches of ``ubatch``, copy-or-CPU by
     ``prefill_rule``): ``ttft_s`` and the decode's starting cache come from it; ``batch=B`` decodes B
-    requests together (:mod:`sim.serving`). The row carries the run's identity
+    requests together, request i joining at step ``i * stagger`` (:mod:`sim.serving`). The row carries the run's identity
     (:func:`sim.resolve.resolve`) and its ``run_id``."""
     from sim.identity import identity_columns
     from sim.resolve import resolve
@@ -141,7 +141,7 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     r = resolve(policy, workload, cache_ratio, hardware, model, draft, gamma, gen_tokens, seed, trace, acceptance,
                 experiment, prompt_tokens, context, policy_args, overlap, runtime, quant, quant_dense,
                 slots_per_layer, vram_budget_gib, prefill=prefill, ubatch=ubatch, prefill_rule=prefill_rule,
-                prefill_threshold=prefill_threshold, batch=batch)
+                prefill_threshold=prefill_threshold, batch=batch, stagger=stagger)
     hw, m, d, pol, g, trace, plan = r.hw, r.model, r.draft, r.policy, r.gamma, r.trace, r.plan
     if table_tokens is not None:          # a replay's cost-table context changes the numbers
         r.identity["table_tokens"] = int(table_tokens)
@@ -153,7 +153,7 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     acc = r.acceptance if r.acceptance is not None else 0.0
     sched, opts, batched, mean_acc = schedule(trace, key, g, gen_tokens, acc, seed), r.serving, None, None
     if opts.batch > 1:
-        batched, mean_acc = serving.batch_schedule(key, g, gen_tokens, acc, seed, opts.batch)
+        batched, mean_acc = serving.batch_schedule(key, g, gen_tokens, acc, seed, opts.batch, opts.stagger)
         sched = batched.schedule
     cost = serving.widen(policy_cost_model(pol, hw, m, d, g), sched)
     tctx = table_context(prompt_tokens, gen_tokens) if table_tokens is None else table_tokens

@@ -14,7 +14,7 @@ import numpy as np
 from sim.prefill.decision import KT_DEFAULT_THRESHOLD
 
 DEFAULTS = {"prefill": False, "ubatch": 512, "prefill_rule": "auto", "prefill_threshold": KT_DEFAULT_THRESHOLD,
-            "batch": 1}
+            "batch": 1, "stagger": 0}
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class ServingOptions:
     prefill_rule: str = "auto"
     prefill_threshold: int = KT_DEFAULT_THRESHOLD
     batch: int = 1
+    stagger: int = 0
 
 
 def identity_keys(opts: ServingOptions) -> dict:
@@ -34,7 +35,7 @@ def identity_keys(opts: ServingOptions) -> dict:
     given = dataclasses.asdict(opts)
     keys = [k for k in DEFAULTS if given[k] != DEFAULTS[k]]
     if not opts.prefill:
-        keys = [k for k in keys if k == "batch"]
+        keys = [k for k in keys if k in ("batch", "stagger")]
     return {k: given[k] for k in keys}
 
 
@@ -48,14 +49,16 @@ def check(opts: ServingOptions, trace_given: bool) -> None:
     if opts.batch > 1 and trace_given:
         raise UserInputError(f"batch={opts.batch}: concurrent requests need independent traces; "
                              "with trace=FILE use batch=1 (synthetic workloads draw one trace per request)")
+    if opts.stagger and opts.batch == 1:
+        raise UserInputError(f"stagger={opts.stagger}: arrivals need concurrent requests; give batch=2..64")
     if opts.batch > 1 and opts.prefill:
         raise UserInputError(f"batch={opts.batch} with prefill=true: prefill of concurrent prompts is not "
                              "modelled yet; use one of the two")
 
 
-def batch_schedule(key: tuple, g: int, gen_tokens: int, acc: float, seed: int, batch: int):
+def batch_schedule(key: tuple, g: int, gen_tokens: int, acc: float, seed: int, batch: int, stagger: int = 0):
     """The merged schedule of ``batch`` requests (request i: the synthetic trace and acceptance draws
-    of seed ``seed + i``; request 0 is the single-request run's)."""
+    of seed ``seed + i``, joining at step ``i * stagger``; request 0 is the single-request run's)."""
     from sim.batching import merge_schedules
     from sim.runner import schedule, synthetic_trace
 
@@ -63,7 +66,7 @@ def batch_schedule(key: tuple, g: int, gen_tokens: int, acc: float, seed: int, b
     for i in range(batch):
         k = (key[0], key[1], key[2], seed + i, key[4])
         scheds.append(schedule(synthetic_trace(*k), k, g, gen_tokens, acc, seed + i))
-    return merge_schedules(scheds), float(np.mean([s.mean_accepted for s in scheds]))
+    return merge_schedules(scheds, stagger), float(np.mean([s.mean_accepted for s in scheds]))
 
 
 def widen(cost, sched):
@@ -96,7 +99,7 @@ def columns(opts: ServingOptions, pre, batch, counters) -> dict:
     nan = float("nan")
     decode = counters.decode_s
     per_req = batch.request_tps(counters.step_s) if batch is not None else np.array([counters.tokens / decode])
-    row = {"batch": opts.batch, "tps_per_request": float(per_req.mean()), "tps_request_min": float(per_req.min()),
+    row = {"batch": opts.batch, "stagger": opts.stagger, "tps_per_request": float(per_req.mean()), "tps_request_min": float(per_req.min()),
            "ubatch": opts.ubatch if pre is not None else 0, "prefill_rule": pre.rule if pre is not None else "",
            "prefill_tok_s": pre.tok_s if pre is not None else nan,
            "e2e_tok_s": counters.tokens / (pre.ttft_s + decode) if pre is not None else nan,

@@ -83,6 +83,7 @@ RULES: dict[str, Rule] = {
     "prefill_rule": Rule("choice", choices=PREFILL_RULES),
     "prefill_threshold": INT1,
     "batch": Rule("int", 1, 64),
+    "stagger": INT0,
     # real run
     "max_new_tokens": INT1,
     "prompt_len": INT1,

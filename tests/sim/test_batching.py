@@ -66,3 +66,22 @@ def test_combinations_not_modelled_are_refused():
         run_one(policy="llamacpp", batch=2, prefill=True, gen_tokens=8)
     with pytest.raises(UserInputError, match="batch=2: concurrent requests need independent traces"):
         run_one(policy="llamacpp", batch=2, gen_tokens=8, trace=synthesize("qwen3_30b_a3b", "gsm8k", 16, 0))
+
+
+def test_staggered_arrivals_join_later_and_are_timed_from_their_first_step():
+    b = merge_schedules([A, B], stagger=1)                    # B joins at step 1
+    assert b.schedule.counts.tolist() == [[[1, 2, 0]], [[0, 4, 2]]]
+    assert b.schedule.n_verify.tolist() == [3, 6] and b.schedule.produced.tolist() == [2, 4]
+    assert b.first_step.tolist() == [0, 1] and b.last_step.tolist() == [1, 1]
+    assert b.request_tps([0.1, 0.2]).tolist() == pytest.approx([3 / 0.3, 3 / 0.2])
+    with pytest.raises(UserInputError, match="stagger=3: no request is decoding at step 2"):
+        merge_schedules([A, B], stagger=3)
+
+
+def test_a_staggered_batch_runs_end_to_end():
+    from sim.runner import run_one
+
+    row = run_one(policy="hybrimoe", batch=3, stagger=4, gen_tokens=24).row
+    assert row["gen_tokens"] == 72 and row["stagger"] == 4 and row["n_steps"] == 24 + 2 * 4
+    with pytest.raises(UserInputError, match="stagger=2: arrivals need concurrent requests"):
+        run_one(policy="hybrimoe", stagger=2, gen_tokens=8)

@@ -63,6 +63,20 @@ def batch_rows(batches, gen_tokens: int) -> list[dict]:
     return out
 
 
+def batch_prefill_rows(batches, gen_tokens: int, prompt: int = 4096) -> list[dict]:
+    """B concurrent requests with ``prompt``-token prompts prefilled one after another."""
+    from sim.runner import run_one
+
+    out = []
+    for pol in tqdm(BATCH_POLICIES, desc="batch+prefill"):
+        for b in batches:
+            r = run_one(policy=pol, batch=b, gen_tokens=gen_tokens, cache_ratio=0.17, prefill=True,
+                        prompt_tokens=prompt, context=prompt + gen_tokens).row
+            out.append({"policy": pol, "batch": b, **{k: r[k] for k in (
+                "ttft_s", "ttft_max_s", "prefill_tok_s", "tps", "e2e_tok_s", "prefill_rule")}})
+    return out
+
+
 def figure(path: Path, ttft: list[dict], cross: dict) -> None:
     import matplotlib
 
@@ -108,6 +122,7 @@ def main() -> None:
     cross = crossovers(MACHINES)
     pageable = crossovers(MACHINES, "pageable")
     batch = batch_rows(BATCHES[:2] if args.quick else BATCHES, 64 if args.quick else 256)
+    batch_pre = batch_prefill_rows(BATCHES[:2] if args.quick else BATCHES, 64 if args.quick else 256)
     figure(Path(args.out) / "prefill_ttft.png", ttft, cross)
     print("| machine | prompt | TTFT llama.cpp rule (s) | TTFT optimal (s) | TTFT CPU only (s) | prefill tok/s (llama.cpp rule) | e2e tok/s (llama.cpp rule, 64 generated) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -129,7 +144,14 @@ def main() -> None:
     for r in batch:
         print(f"| {r['policy']} | {r['batch']} | {r['tps']:.2f} | {r['tps_per_request']:.2f} | {r['tps_request_min']:.2f} "
               f"| {r['hit_rate']:.3f} | {r['cpu_expert_share']:.3f} | {r['mean_accepted']:.2f} |")
+    print()
+    print("| policy | B | prefill rule | mean TTFT (s) | last TTFT (s) | prefill tok/s | decode tok/s (aggregate) | e2e tok/s (aggregate) |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for r in batch_pre:
+        print(f"| {r['policy']} | {r['batch']} | {r['prefill_rule']} | {r['ttft_s']:.2f} | {r['ttft_max_s']:.2f} "
+              f"| {r['prefill_tok_s']:.0f} | {r['tps']:.2f} | {r['e2e_tok_s']:.2f} |")
 
 
 if __name__ == "__main__":
     main()
+

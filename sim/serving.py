@@ -13,10 +13,6 @@ import numpy as np
 
 from sim.prefill.decision import KT_DEFAULT_THRESHOLD
 
-DEFAULTS = {"prefill": False, "ubatch": 512, "prefill_rule": "auto", "prefill_threshold": KT_DEFAULT_THRESHOLD,
-            "batch": 1, "stagger": 0}
-
-
 @dataclass(frozen=True)
 class ServingOptions:
     """Prefill and batching inputs of a run (see :data:`DEFAULTS`)."""
@@ -27,6 +23,9 @@ class ServingOptions:
     prefill_threshold: int = KT_DEFAULT_THRESHOLD
     batch: int = 1
     stagger: int = 0
+
+
+DEFAULTS = dataclasses.asdict(ServingOptions())
 
 
 def identity_keys(opts: ServingOptions) -> dict:
@@ -51,9 +50,9 @@ def check(opts: ServingOptions, trace_given: bool) -> None:
                              "with trace=FILE use batch=1 (synthetic workloads draw one trace per request)")
     if opts.stagger and opts.batch == 1:
         raise UserInputError(f"stagger={opts.stagger}: arrivals need concurrent requests; give batch=2..64")
-    if opts.batch > 1 and opts.prefill:
-        raise UserInputError(f"batch={opts.batch} with prefill=true: prefill of concurrent prompts is not "
-                             "modelled yet; use one of the two")
+    if opts.stagger and opts.prefill:
+        raise UserInputError(f"stagger={opts.stagger} with prefill=true: a late request's prefill would "
+                             "interleave with the others' decode, which is not modelled; use stagger=0")
 
 
 def batch_schedule(key: tuple, g: int, gen_tokens: int, acc: float, seed: int, batch: int, stagger: int = 0):
@@ -90,8 +89,30 @@ def run_prefill(opts: ServingOptions, policy, policy_name: str, cost, m, workloa
     for layer, expert in policy.initial_residency():
         resident[int(layer), int(expert)] = True
     rule = make_rule(opts.prefill_rule, policy_name, m.n_experts, m.top_k, opts.prefill_threshold)
-    experts = prompt_routing(m.name, workload, prompt_tokens, seed, shape)
-    return simulate_prefill(PrefillCosts.build(cost, opts.ubatch), rule, experts, resident)
+    costs = PrefillCosts.build(cost, opts.ubatch)
+    runs = [simulate_prefill(costs, rule, prompt_routing(m.name, workload, prompt_tokens, seed + i, shape), resident)
+            for i in range(opts.batch)]
+    return runs[0] if len(runs) == 1 else one_after_another(runs)
+
+
+def one_after_another(runs: list):
+    """B prompts prefilled one after another (each in its own micro-batches, all from the startup
+    residency), the decode starting when the last is done: request i's first token comes at the end
+    of prompt i (``request_ttft_s``); ``ttft_s`` is the whole prefill; the last copies of each layer win."""
+    from sim.prefill.phase import PrefillResult
+
+    out = PrefillResult(rule=runs[0].rule)
+    for r in runs:
+        out.ttft_s += r.ttft_s
+        out.request_ttft_s.append(out.ttft_s)
+        out.tokens += r.tokens
+        out.ubatch_s += r.ubatch_s
+        out.copied_layers += r.copied_layers
+        out.last_copied.update(r.last_copied)
+        for k in ("copies", "gpu_execs", "cpu_execs", "host_touched", "pcie_bytes", "pcie_busy_s", "gpu_busy_s",
+                  "cpu_busy_s"):
+            setattr(out, k, getattr(out, k) + getattr(r, k))
+    return out
 
 
 def columns(opts: ServingOptions, pre, batch, counters) -> dict:
@@ -103,9 +124,11 @@ def columns(opts: ServingOptions, pre, batch, counters) -> dict:
            "ubatch": opts.ubatch if pre is not None else 0, "prefill_rule": pre.rule if pre is not None else "",
            "prefill_tok_s": pre.tok_s if pre is not None else nan,
            "e2e_tok_s": counters.tokens / (pre.ttft_s + decode) if pre is not None else nan,
+           "ttft_max_s": nan,
            "prefill_copy_share": pre.copy_share if pre is not None else nan,
            "prefill_pcie_gb": pre.pcie_bytes / 1e9 if pre is not None else nan}
     if pre is not None:
-        row["ttft_s"] = pre.ttft_s
+        waits = pre.request_ttft_s or [pre.ttft_s]
+        row.update(ttft_s=float(np.mean(waits)), ttft_max_s=float(max(waits)))
     return row
 

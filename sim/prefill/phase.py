@@ -37,6 +37,7 @@ class PrefillResult:
     gpu_busy_s: float = 0.0
     cpu_busy_s: float = 0.0
     last_copied: dict = field(default_factory=dict)     # layer -> (experts, tokens) of its last copy
+    request_ttft_s: list = field(default_factory=list)  # several prompts: each one's first token
     events: list | None = None
 
     @property

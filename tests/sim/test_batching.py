@@ -62,8 +62,8 @@ def test_combinations_not_modelled_are_refused():
     from sim.runner import run_one
     from traces.synth import synthesize
 
-    with pytest.raises(UserInputError, match="batch=2 with prefill=true"):
-        run_one(policy="llamacpp", batch=2, prefill=True, gen_tokens=8)
+    with pytest.raises(UserInputError, match="stagger=2 with prefill=true"):
+        run_one(policy="llamacpp", batch=2, stagger=2, prefill=True, gen_tokens=8)
     with pytest.raises(UserInputError, match="batch=2: concurrent requests need independent traces"):
         run_one(policy="llamacpp", batch=2, gen_tokens=8, trace=synthesize("qwen3_30b_a3b", "gsm8k", 16, 0))
 
@@ -85,3 +85,15 @@ def test_a_staggered_batch_runs_end_to_end():
     assert row["gen_tokens"] == 72 and row["stagger"] == 4 and row["n_steps"] == 24 + 2 * 4
     with pytest.raises(UserInputError, match="stagger=2: arrivals need concurrent requests"):
         run_one(policy="hybrimoe", stagger=2, gen_tokens=8)
+
+
+def test_concurrent_prompts_are_prefilled_one_after_another():
+    from sim.runner import run_one
+
+    args = dict(policy="hybrimoe", gen_tokens=8, prompt_tokens=300, ubatch=128, prefill=True, quant="q4_k_m")
+    first, second = (run_one(seed=s, **args).row for s in (0, 1))
+    both = run_one(batch=2, **args).row
+    assert both["ttft_max_s"] == pytest.approx(first["ttft_s"] + second["ttft_s"], rel=1e-12)
+    assert both["ttft_s"] == pytest.approx((2 * first["ttft_s"] + second["ttft_s"]) / 2, rel=1e-12)
+    assert both["prefill_tok_s"] == pytest.approx(600 / both["ttft_max_s"])
+    assert both["e2e_tok_s"] == pytest.approx(both["gen_tokens"] / (both["ttft_max_s"] + both["decode_s"]))

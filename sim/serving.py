@@ -13,6 +13,7 @@ import numpy as np
 
 from sim.prefill.decision import KT_DEFAULT_THRESHOLD
 
+
 @dataclass(frozen=True)
 class ServingOptions:
     """Prefill and batching inputs of a run (see :data:`DEFAULTS`)."""

@@ -19,7 +19,8 @@ MAX_UBATCH = 65536
 
 def check(cfg: DictConfig) -> dict:
     """The validated options (raises :class:`ConfigError` naming key, value and range)."""
-    from sim.user_input import Rule, check as rule_check
+    from sim.user_input import Rule
+    from sim.user_input import check as rule_check
 
     ub = cfg.ubatches
     values = [ub] if isinstance(ub, int) else (OmegaConf.to_container(ub) if ub is not None else None)

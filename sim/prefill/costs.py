@@ -42,7 +42,7 @@ class PrefillCosts:
     cpu_tab: np.ndarray       # CPU seconds of one expert by token count 0..ubatch
 
     @classmethod
-    def build(cls, cost: CostModel, ubatch: int) -> "PrefillCosts":
+    def build(cls, cost: CostModel, ubatch: int) -> PrefillCosts:
         """Costs whose expert tables cover ``ubatch`` tokens per expert."""
         cost = dataclasses.replace(cost, n_max=max(cost.n_max, int(ubatch)))
         return cls(cost, int(ubatch), cost.gpu_expert_table(), cost.cpu_expert_table())

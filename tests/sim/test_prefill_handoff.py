@@ -10,7 +10,7 @@ from tests.sim.doubles import FetchFIFO, StaticGPU, make_cache, tiny_specs
 
 
 def core_for(policy, n_slots, initial=()):
-    hw, m, _ = tiny_specs(n_layers=2, n_experts=3)
+    _, m, _ = tiny_specs(n_layers=2, n_experts=3)
     cache = make_cache(m, n_slots)
     policy.reset(None, cache)
     core = ProtocolCore(policy, cache, expert_bytes=m.expert_bytes, gpu_tab=np.zeros(5), cpu_tab=np.zeros(5))

@@ -13,13 +13,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-COMMANDS = {"run": "run_command", "sweep": "sweep_command", "plan": "plan_command"}
+COMMANDS = {"run": "run_command", "sweep": "sweep_command", "plan": "plan_command", "crossover": "crossover_command"}
 PLAIN = ("validate", "calibrate")   # key=value commands without Hydra (sim/fidelity)
-USAGE = """usage: python -m sim {run,sweep,plan,validate,calibrate} [key=value ...] [-m] [hydra/launcher=joblib]
+USAGE = """usage: python -m sim {run,sweep,plan,crossover,validate,calibrate} [key=value ...] [-m] [hydra/launcher=joblib]
   run    one policy on one workload:  python -m sim run policy=moespac workload=gsm8k cache_ratio=0.17
   sweep  every policy x workload:     python -m sim sweep cache_ratio=0.17
          a named experiment:          python -m sim sweep experiment=paper_qwen3
   plan   the fastest placement that fits, with the engine flags:  python -m sim plan quant=q4_k_m gpu=rtx2080 context=4096
+  crossover the prefill micro-batch where copying beats the CPU:  python -m sim crossover quant=q4_k_m gpu=rtx3090 host=desktop_ddr4_2ch
   validate  predicted vs measured:    python -m sim validate points=conf/validation/train.yaml [out=DIR] [json=true]
   calibrate fit a runtime profile:    python -m sim calibrate points=conf/validation/train.yaml runtime=llama_cpp
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
@@ -111,7 +112,7 @@ def main() -> None:
     rest = _format_flag(expand_hf(sys.argv[1:]))
     flags = [a for a in rest if a in MULTIRUN]
     sys.argv[1:] = flags + [a for a in rest if a not in MULTIRUN]   # -m anywhere, as the usage shows
-    if command == "plan":
+    if command in ("plan", "crossover"):
         from sim.plan.command import cli_args
         sys.argv[1:] = cli_args(sys.argv[1:])
     sys.argv[0] = f"python -m sim {command}"

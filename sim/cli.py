@@ -17,9 +17,11 @@ from traces.atomic import atomic_write_bytes, writer_lock
 from traces.settings_diff import differing_keys
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
-            "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib")
+            "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch",
+            "prefill_rule", "prefill_threshold", "batch", "stagger")
 SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance", "quant",
-              "quant_dense", "slots_per_layer", "vram_budget_gib")
+              "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule",
+              "prefill_threshold", "batch", "stagger")
 SPEC_GROUPS = ("hardware", "model", "draft")
 EXPERIMENT_KEYS = ("name", "policies", "workloads", "grid", "description")
 VOLATILE = ("out", "n_jobs", "resume", "append", "timeline", "format", "backend", "ray_address")   # do not change a run's numbers
@@ -168,7 +170,9 @@ def run_command(cfg: DictConfig) -> dict:
             "cpu_expert_share", "pcie_gb", "pcie_util", "gpu_busy", "cpu_busy", "bubble_s", "mean_accepted",
             "n_slots", "run_id", "sim_wall_s")
     width = max(map(len, keys))
-    for k in keys + tuple(k for k in ("hot_precision", "hot_recall") if k in row):
+    extra = (("ttft_s", "prefill_tok_s", "e2e_tok_s", "prefill_copy_share") if args.get("prefill") else ()) + \
+        (("batch", "stagger", "tps_per_request", "tps_request_min") if args.get("batch", 1) > 1 else ())
+    for k in keys + extra + tuple(k for k in ("hot_precision", "hot_recall") if k in row):
         v = row[k]
         print(f"{k:<{width}}  {v:.4g}" if isinstance(v, float) else f"{k:<{width}}  {v}")
     if cfg.timeline:
@@ -214,3 +218,10 @@ def plan_command(cfg: DictConfig) -> list:
     from sim.plan.command import plan_command as plan
 
     return plan(cfg)
+
+
+def crossover_command(cfg: DictConfig):
+    """``python -m sim crossover``: see :mod:`sim.prefill.command`."""
+    from sim.prefill.command import crossover_command as crossover
+
+    return crossover(cfg)

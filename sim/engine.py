@@ -36,11 +36,13 @@ class Engine:
     ``context0`` is the prompt length (the KV cache grows from it). With ``timeline=True`` every
     busy interval is kept in :attr:`events` as ``(lane, label, start_s, end_s)`` for export.
     ``recorded`` holds a captured trace's own signals (see :class:`sim.signals.LazySignals`).
+    ``warm(core)``, if given, runs after the startup residency is loaded and before the first step
+    (a simulated prefill lands its copies: :func:`sim.prefill.handoff.land_prefill_copies`).
     """
 
     def __init__(self, cost: CostModel, policy: Policy, cache: ExpertCache, schedule: Schedule,
                  ctx: PolicyContext, *, context0: int = 256, seed: int = 0, timeline: bool = False,
-                 recorded: dict | None = None):
+                 recorded: dict | None = None, warm=None):
         self.env = simpy.Environment()
         self.cost, self.policy, self.cache, self.sched, self.ctx = cost, policy, cache, schedule, ctx
         gpu_tab, cpu_tab = cost.gpu_expert_table(), cost.cpu_expert_table()
@@ -53,6 +55,7 @@ class Engine:
         self.req, self.nreq = requests_by_layer(schedule.counts)
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
+        self.warm = warm
         self.link = Link(self.env, self.core, self.transfer_s, self._landed)
         self.may_prefetch = type(policy).next_transfer is not Policy.next_transfer
 
@@ -60,6 +63,8 @@ class Engine:
     def run(self):
         """Simulate the whole schedule; returns the filled :class:`sim.metrics.Counters`."""
         self.core.load_initial()
+        if self.warm is not None:
+            self.warm(self.core)
         self.link.prefetch_enabled = self.policy.overlap
         done = self.env.process(self._decode())
         self.env.run(until=done)

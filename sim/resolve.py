@@ -33,6 +33,7 @@ class Resolved:
     plan: object
     cache_ratio: float
     identity: dict
+    serving: object = None     # sim.serving.ServingOptions
 
 
 def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_ratio: float = 0.17,
@@ -41,7 +42,9 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             acceptance: float | None = None, experiment: str = "adhoc", prompt_tokens: int = 256,
             context: int = 4096, policy_args: dict | None = None, overlap: bool | None = None,
             runtime=None, quant: str | None = None, quant_dense: str | None = None,
-            slots_per_layer: int | None = None, vram_budget_gib: float | None = None, **_ignored) -> Resolved:
+            slots_per_layer: int | None = None, vram_budget_gib: float | None = None, prefill: bool = False,
+            ubatch: int = 512, prefill_rule: str = "auto", prefill_threshold: int = 1024, batch: int = 1,
+            stagger: int = 0, **_ignored) -> Resolved:
     """Specs, policy, gamma, draft, trace and acceptance of a run, and its identity, without simulating.
 
     A replayed trace supplies what is not given (``model=None``, ``workload=None``): its recorded
@@ -89,7 +92,12 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
              "seed": int(seed), "slots_per_layer": slots_per_layer, "vram_budget_gib": vram_budget_gib, "trace": trace.path if trace is not None and trace.path else
              ("memory" if trace is not None else "synthetic"),
              "trace_sha256": trace_digest(trace) if trace is not None else "", "code_version": code_version()}
-    return Resolved(hw, m, d, pol, g, workload, acc, trace, plan, float(cache_ratio), ident)
+    from sim import serving
+    opts = serving.ServingOptions(bool(prefill), int(ubatch), str(prefill_rule), int(prefill_threshold), int(batch),
+                                  int(stagger))
+    serving.check(opts, trace is not None)
+    ident.update(serving.identity_keys(opts))
+    return Resolved(hw, m, d, pol, g, workload, acc, trace, plan, float(cache_ratio), ident, opts)
 
 
 def _trace_model(trace: Trace | None):

@@ -11,10 +11,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from sim import config
+from sim import config, serving
 from sim.engine import Engine
 from sim.expert_cache import ExpertCache
 from sim.memory_plan import MemoryPlan
+from sim.prefill.handoff import land_prefill_copies
 from sim.policies import make_policy  # noqa: F401  (sim.runner.make_policy is patched by tests)
 from sim.protocol import build_context, policy_cost_model, routing_counts, table_context
 from traces.errors import TraceError
@@ -117,7 +118,9 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             context: int = 4096, timeline: bool = False, policy_args: dict | None = None,
             overlap: bool | None = None, runtime=None, quant: str | None = None,
             quant_dense: str | None = None, slots_per_layer: int | None = None,
-            vram_budget_gib: float | None = None, table_tokens: int | None = None) -> RunResult:
+            vram_budget_gib: float | None = None, table_tokens: int | None = None, prefill: bool = False,
+            ubatch: int = 512, prefill_rule: str = "auto", prefill_threshold: int = 1024,
+            batch: int = 1, stagger: int = 0) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``runtime`` (a conf/runtime name or mapping; None: the policy preset's) supplies the
@@ -127,14 +130,18 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     before the step goes on), the synchronous mode in which the real engine's decisions equal the
     simulator's. ``table_tokens`` is the KV length of the policy's cost table (default: the
     middle of the generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's).
-    The row carries the run's identity (:func:`sim.resolve.resolve`) and its ``run_id``."""
+    ``prefill=true`` simulates the prompt first (micro-batches of ``ubatch``, copy-or-CPU by
+    ``prefill_rule``): ``ttft_s`` and the decode's starting cache come from it; ``batch=B`` decodes B
+    requests together, request i joining at step ``i * stagger`` (:mod:`sim.serving`). The row carries the run's identity
+    (:func:`sim.resolve.resolve`) and its ``run_id``."""
     from sim.identity import identity_columns
     from sim.resolve import resolve
 
     wall = time.perf_counter()
     r = resolve(policy, workload, cache_ratio, hardware, model, draft, gamma, gen_tokens, seed, trace, acceptance,
                 experiment, prompt_tokens, context, policy_args, overlap, runtime, quant, quant_dense,
-                slots_per_layer, vram_budget_gib)
+                slots_per_layer, vram_budget_gib, prefill=prefill, ubatch=ubatch, prefill_rule=prefill_rule,
+                prefill_threshold=prefill_threshold, batch=batch, stagger=stagger)
     hw, m, d, pol, g, trace, plan = r.hw, r.model, r.draft, r.policy, r.gamma, r.trace, r.plan
     if table_tokens is not None:          # a replay's cost-table context changes the numbers
         r.identity["table_tokens"] = int(table_tokens)
@@ -144,23 +151,31 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
         key = (m.name, workload, gen_tokens + g + 1, seed, routing_shape(m))
         trace = synthetic_trace(*key)
     acc = r.acceptance if r.acceptance is not None else 0.0
-    sched = schedule(trace, key, g, gen_tokens, acc, seed)
-    cost = policy_cost_model(pol, hw, m, d, g, plan.n_slots)
+    sched, opts, batched, mean_acc = schedule(trace, key, g, gen_tokens, acc, seed), r.serving, None, None
+    if opts.batch > 1:
+        batched, mean_acc = serving.batch_schedule(key, g, gen_tokens, acc, seed, opts.batch, opts.stagger)
+        sched = batched.schedule
+    cost = serving.widen(policy_cost_model(pol, hw, m, d, g, plan.n_slots), sched)
     tctx = table_context(prompt_tokens, gen_tokens) if table_tokens is None else table_tokens
     ctx = build_context(pol, cost, plan.n_slots, g, tctx, seed, _profile(pol, m, seed, trace), sched.counts)
     cache = ExpertCache(m.n_layers, m.n_experts, plan.n_slots)
     pol.reset(ctx, cache)
     if cost.graphs and pol.output_on_cpu:       # -ngl N = layer count: the output layer splits the graph
         cost = replace(cost, graphs=False)
-    engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline,
-                    recorded=recorded_signals(trace, sched))
+    pre = serving.run_prefill(opts, pol, policy, cost, m, workload, prompt_tokens, seed,
+                              routing_shape(m)) if opts.prefill else None
+    engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens * opts.batch, seed=seed, timeline=timeline,
+                    recorded=recorded_signals(trace, sched) if batched is None else None,
+                    warm=(lambda core: land_prefill_copies(core, pre.last_copied)) if pre is not None else None)
     counters = engine.run()
     row = {"experiment": experiment, "policy": policy, "model": m.name, "draft": d.name, "hardware": hw.name,
            "workload": workload, "cache_ratio": float(cache_ratio), "gamma": g, "gen_tokens": int(counters.tokens),
-           "seed": int(seed), "ttft_s": float("nan"), "mean_accepted": sched.mean_accepted,
+           "seed": int(seed), "ttft_s": float("nan"),
+           "mean_accepted": sched.mean_accepted if mean_acc is None else mean_acc,
            "n_slots": plan.n_slots, "runtime": hw.runtime, "quant": m.expert_quant,
            "quant_dense": m.dense_quant, "source": "sim", "trace": trace.path or f"synthetic:{trace.meta.get('workload')}"}
     row.update(counters.row())
+    row.update(serving.columns(opts, pre, batched, counters))
     row.update(pol.metrics())
     row.update({k: v for k, v in identity_columns(r.identity).items() if k not in row})
     row["sim_wall_s"] = time.perf_counter() - wall

@@ -13,7 +13,8 @@ from sim.results import RESULTS_FILE, append_rows, done_ids, read_table
 from sim.user_input import RULES, check
 
 AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draft", "acceptance", "runtime", "quant",
-        "quant_dense", "slots_per_layer", "vram_budget_gib")
+        "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule", "prefill_threshold",
+        "batch", "stagger")
 
 
 def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from sim.config import ConfigError
+from sim.prefill.decision import RULES as PREFILL_RULES
 
 
 class UserInputError(ConfigError):
@@ -77,6 +78,12 @@ RULES: dict[str, Rule] = {
     "quant_dense": Rule("str", nullable=True),
     "slots_per_layer": Rule("int", 0, nullable=True),
     "vram_budget_gib": Rule("number", 0, low_open=True, nullable=True),
+    "prefill": Rule("bool"),
+    "ubatch": Rule("int", 1, 65536),
+    "prefill_rule": Rule("choice", choices=PREFILL_RULES),
+    "prefill_threshold": INT1,
+    "batch": Rule("int", 1, 64),
+    "stagger": INT0,
     # real run
     "max_new_tokens": INT1,
     "prompt_len": INT1,

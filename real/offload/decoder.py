@@ -50,6 +50,7 @@ class _ExecutorObserver(DecodeObserver):
 
     def on_prefill(self, prompt_len, first_token):
         self.ttft_s = time.perf_counter() - self.t_start
+        self.ex.prefilling = False
 
     def on_step_start(self, index):
         self.t_step = time.perf_counter()
@@ -84,7 +85,11 @@ class OffloadedDecoder(SpeculativeDecoder):
     def generate(self, input_ids, max_new_tokens: int):
         """As :meth:`SpeculativeDecoder.generate`; the executor's counters hold the decode."""
         self.timer.t_start = time.perf_counter()
-        return super().generate(input_ids, max_new_tokens)
+        self.executor.prefilling = True
+        try:
+            return super().generate(input_ids, max_new_tokens)
+        finally:
+            self.executor.prefilling = False
 
     def run_target(self, ids, last_only: bool = False):
         """The verify forward runs with the policy; the others (prefill, final) bypass it."""

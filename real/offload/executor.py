@@ -57,6 +57,8 @@ class OffloadExecutor(TransferMixin):
         self.copier: CopyEngine | None = None
         self.active = False      # a verify forward is running: the policy decides
         self.decoding = False
+        self.prefill = None      # real.offload.prefill.RealPrefill: the prompt's forward follows its rule
+        self.prefilling = False  # the prompt's forward is running
 
     # --- lifecycle -------------------------------------------------------------------------
     def begin(self, policy, ctx, sync: bool = False) -> None:
@@ -170,6 +172,9 @@ class OffloadExecutor(TransferMixin):
     def experts_forward(self, layer: int, module, hidden, top_k_index, top_k_weights):
         """The ``slot_offload`` experts implementation of MoE layer ``layer``."""
         if not self.active:
+            if self.prefilling and self.prefill is not None:
+                from real.offload.prefill import prefill_layer
+                return prefill_layer(self, self.prefill, layer, hidden, top_k_index, top_k_weights)
             return layer_run.bypass(self, layer, module, hidden, top_k_index, top_k_weights)
         return layer_run.run(self, layer, module, hidden, top_k_index, top_k_weights)
 

@@ -42,8 +42,9 @@ class LayerRouting:
 
     def __init__(self, top_k_index: torch.Tensor, n_experts: int):
         self.index = top_k_index.detach().to("cpu").numpy()
-        self.counts = np.bincount(self.index.ravel(), minlength=n_experts).astype(np.uint8)
-        self.requested = np.flatnonzero(self.counts)
+        full = np.bincount(self.index.ravel(), minlength=n_experts)
+        self.counts = full.astype(np.uint8)
+        self.requested = np.flatnonzero(full)   # from the full counts: a prompt may give an expert 256 tokens
         self._host: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._device: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 

@@ -57,6 +57,9 @@ class RunOptions(ModelOptions):
     fail_every: int = 0                  # fault injection: every N-th transfer fails
     delay_ms: float = 0.0                # fault injection: every transfer is delayed
     warmup: int = 8                      # tokens of a discarded warm-up decode (0: none)
+    prefill: bool = False                # the prompt's forward follows a copy-or-CPU rule (sim.prefill)
+    prefill_rule: str = "auto"           # auto | llamacpp | ik_llama | ktransformers | optimal | cpu | gpu
+    prefill_threshold: int = 1024        # prefill_rule=ktransformers: tokens from which a layer copies
     experiment: str = "real"
     out: str | None = None
     quiet: bool = False

@@ -67,7 +67,7 @@ def reference_tokens(models, prompts, opts) -> list[list[int]]:
 
 
 RANGED = ("cache_ratio", "gamma", "max_new_tokens", "context", "seed", "prompt_len", "cpu_workers", "warmup",
-          "fail_every", "delay_ms")
+          "fail_every", "delay_ms", "prefill", "prefill_rule", "prefill_threshold")
 VOLATILE = ("out", "quiet")
 
 

@@ -83,6 +83,10 @@ class OffloadSession:
         ctx = policy_context(policy, self.hardware, self.model_spec, self.draft_spec, opts.cache_ratio, gamma,
                              table_context(len(ids), max_new - 1), opts.context, opts.seed, profile, future)
         self.ex.begin(policy, ctx, sync=opts.sync)
+        self.ex.prefill = None
+        if opts.prefill:
+            from real.offload.prefill import build
+            self.ex.prefill = build(policy, opts, self.hardware, self.model_spec, self.draft_spec, len(ids))
         decoder = OffloadedDecoder(self.m.target, self.m.draft if gamma else None, gamma, self.ex, self._eos())
         # the trace records the next-layer prediction, so a simulated replay reads the same signal
         with RouterRecorder(self.m.target, predict_next=True) as rec:
@@ -111,4 +115,6 @@ class OffloadSession:
         row.update(self.ex.policy.metrics())
         row.update(policy_ms_per_step=1e3 * policy_s / steps, policy_share=policy_s / max(c.decode_s, 1e-12),
                    failed_transfers=self.ex.failed, sim_wall_s=wall)
+        from real.offload.prefill import columns
+        row.update(columns(self.ex.prefill))
         return row

@@ -67,7 +67,7 @@ class Engine:
             self.events.append((lane, label, start, end))
 
     def _landed(self, job: LinkJob) -> None:
-        self._mark("PCIe", job_label(job.copy), job.start, self.env.now)
+        self._mark("PCIe", job_label(job.copy), job.start, job.end)
 
     def _decode(self):
         env, sched, cost = self.env, self.sched, self.cost
@@ -122,8 +122,8 @@ class Engine:
                                                    [w.gpu_s for w in plan.waits], self.sync_s)
         yield env.timeout(delay)
         for job in jobs:  # a copy nobody computes may land at the layer's very end: let it land first
-            if not job.event.processed:
-                yield job.event
+            if not job.done:
+                yield self.link.until_landed(job)
         c.gpu_busy_s += (0.0 if attn_on_cpu else attention) + gpu_busy
         c.cpu_busy_s += plan.cpu_s + (attention if attn_on_cpu else 0.0)
         self._mark("GPU", f"L{layer} experts", t1, gpu_end)
@@ -143,7 +143,7 @@ class Engine:
     def _drain(self):
         """Blocking prefetch (policies with ``overlap = False``): move every queued expert now."""
         while (copy := self.core.next_prefetch()) is not None:
-            yield self.link.submit(copy, self.transfer_s).event
+            yield self.link.until_landed(self.link.submit(copy, self.transfer_s))
 
 
 def requests_by_layer(counts: np.ndarray):

@@ -32,11 +32,12 @@ class Engine:
     ``context0`` is the prompt length (the KV cache grows from it). With ``timeline=True`` every
     busy interval is kept in :attr:`events` as ``(lane, label, start_s, end_s)`` for export.
     ``recorded`` holds a captured trace's own signals (see :class:`sim.signals.LazySignals`).
+    ``coalesce=False`` gives every copy its own SimPy event (:class:`sim.link.Link`'s reference).
     """
 
     def __init__(self, cost: CostModel, policy: Policy, cache: ExpertCache, schedule: Schedule,
                  ctx: PolicyContext, *, context0: int = 256, seed: int = 0, timeline: bool = False,
-                 recorded: dict | None = None):
+                 recorded: dict | None = None, coalesce: bool = True):
         self.env = simpy.Environment()
         self.cost, self.policy, self.cache, self.sched, self.ctx = cost, policy, cache, schedule, ctx
         gpu_tab, cpu_tab = cost.gpu_expert_table(), cost.cpu_expert_table()
@@ -49,7 +50,8 @@ class Engine:
         self.req, self.nreq = requests_by_layer(schedule.counts)
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
-        self.link = Link(self.env, self.core, self.transfer_s, self._landed)
+        self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
+                         coalesce=coalesce)
 
     # --- running ------------------------------------------------------------------------------
     def run(self):

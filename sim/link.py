@@ -27,7 +27,7 @@ import simpy
 from sim.protocol import PREFETCH, STREAM_COPY, Copy
 
 
-@dataclass
+@dataclass(slots=True)
 class LinkJob:
     """One copy on the link: when it will land (``land_at``, known when it is queued for a demand
     copy, when it starts for a prefetch), when it started and ended, whether it has landed
@@ -57,9 +57,11 @@ class Link:
     """The PCIe link process of one :class:`sim.engine.Engine` run.
 
     ``core`` is the run's :class:`sim.protocol.ProtocolCore` (prefetch choice and landing);
-    ``transfer_s`` one expert's copy time; ``on_landed(job)`` is told after each landing."""
+    ``transfer_s`` one expert's copy time; ``on_landed(job)`` is told after each landing.
+    ``coalesce=False`` gives every copy its own SimPy timeout (the reference the tests compare
+    the coalesced runs with)."""
 
-    def __init__(self, env: simpy.Environment, core, transfer_s: float, on_landed=None):
+    def __init__(self, env: simpy.Environment, core, transfer_s: float, on_landed=None, coalesce: bool = True):
         self.env, self.core, self.transfer_s = env, core, transfer_s
         self.on_landed = on_landed
         self.demand: deque[LinkJob] = deque()
@@ -70,6 +72,7 @@ class Link:
         self.busy_until = 0.0   # end of the job on the link (in the past when idle)
         self.demand_tail = 0.0  # when the last queued demand job will land
         self.coalesced = 0      # copies landed without a SimPy event
+        self.coalesce = coalesce
         env.process(self._run())
 
     def wake(self) -> None:
@@ -102,23 +105,26 @@ class Link:
             for e in job.copy.experts:
                 self.landing[(job.copy.layer, e)] = job
 
-    def _next(self, now: float) -> LinkJob | None:
-        """The next job, picked at link time ``now`` (demand first, then the policy's prefetch)."""
-        if self.demand:
-            return self.demand.popleft()
-        if not self.prefetch_enabled:
-            return None
-        copy = self.core.next_prefetch()
-        if copy is None:
-            return None
-        return LinkJob(copy, self.transfer_s, land_at=now + self.transfer_s)
-
     def _run(self):
-        env = self.env
+        env, core = self.env, self.core
         now = env.now
         while True:
-            job = self._next(now)
-            if job is None:
+            if self.demand:
+                job = self.demand.popleft()
+            elif self.prefetch_enabled and (copy := core.next_prefetch()) is not None:
+                land = now + self.transfer_s
+                if self.coalesce and land < env.peek():   # lands before anyone else acts: no event
+                    self.busy_until = land
+                    self.busy_s += self.transfer_s
+                    self.coalesced += 1
+                    core.landed(copy)
+                    if self.on_landed is not None:
+                        self.on_landed(LinkJob(copy, self.transfer_s, land, now, land, True))
+                    now = land
+                    continue
+                job = LinkJob(copy, self.transfer_s, land_at=land)
+                self._register(job)             # someone may ask for it before it lands
+            else:
                 self._idle = env.event()
                 yield self._idle
                 self._idle = None
@@ -126,9 +132,7 @@ class Link:
                 continue
             job.start = now
             land = self.busy_until = now + job.duration
-            if job.waiter is not None or land >= env.peek():
-                if job.copy.kind == PREFETCH:
-                    self._register(job)   # someone may ask for it before it lands
+            if not self.coalesce or job.waiter is not None or land >= env.peek():
                 yield timeout_at(env, land)
             else:
                 self.coalesced += 1
@@ -139,8 +143,8 @@ class Link:
     def _land(self, job: LinkJob, now: float) -> None:
         copy = job.copy
         if copy.kind != STREAM_COPY:
-            for e in copy.experts:   # a coalesced prefetch was never registered
-                self.landing.pop((copy.layer, e), None)
+            for e in copy.experts:
+                del self.landing[(copy.layer, e)]
         if abs(now - job.land_at) > 1e-9 * max(1.0, now):
             raise RuntimeError(f"link: job L{copy.layer}{copy.experts} landed at {now}, expected {job.land_at}")
         job.end, job.done = now, True

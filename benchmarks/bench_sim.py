@@ -3,7 +3,9 @@
 For every registered policy (or ``--policy``), one SD run of Qwen3-30B-A3B (48 layers, gamma 8,
 gsm8k, ``--tokens`` generated tokens) is timed ``--repeat`` times (best wall time kept, the trace
 built beforehand), and a separate run counts the SimPy events processed (by wrapping
-``Environment.step``, so the timed runs carry no counting overhead). "x real" is simulated decode
+``Environment.step``, so the timed runs carry no counting overhead; copies the link lands in a
+coalesced run are not SimPy events, so a tree that coalesces processes fewer events for the same
+run and its events/s is not comparable with an older tree's). "x real" is simulated decode
 seconds per wall second. With ``--other CHECKOUT`` the same measurement runs against another source
 tree (its own worker process with that ``PYTHONPATH``), interleaved policy by policy so both see
 the same machine load, and the speedup is printed.

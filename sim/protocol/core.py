@@ -207,13 +207,14 @@ class ProtocolCore:
         """The link is idle: the policy's next prefetch that needs a copy and got a slot, or None.
 
         Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``)."""
-        cache = self.cache
+        cache, pick = self.cache, self.policy.next_transfer
+        resident, inflight = cache.resident, cache.inflight
         for _ in range(MAX_PREFETCH_TRIES):
-            item = self.policy.next_transfer(cache)
+            item = pick(cache)
             if item is None:
                 return None
             layer, expert = int(item[0]), int(item[1])
-            if not (cache.resident.item(layer, expert) or cache.inflight.item(layer, expert)) \
+            if not (resident.item(layer, expert) or inflight.item(layer, expert)) \
                     and self.reserve(layer, expert, demand=False):
                 return Copy(layer, (expert,), PREFETCH)
         return None

@@ -3,7 +3,9 @@
 For every registered policy (or ``--policy``), one SD run of Qwen3-30B-A3B (48 layers, gamma 8,
 gsm8k, ``--tokens`` generated tokens) is timed ``--repeat`` times (best wall time kept, the trace
 built beforehand), and a separate run counts the SimPy events processed (by wrapping
-``Environment.step``, so the timed runs carry no counting overhead). "x real" is simulated decode
+``Environment.step``, so the timed runs carry no counting overhead; copies the link lands in a
+coalesced run are not SimPy events, so a tree that coalesces processes fewer events for the same
+run and its events/s is not comparable with an older tree's). "x real" is simulated decode
 seconds per wall second. With ``--other CHECKOUT`` the same measurement runs against another source
 tree (its own worker process with that ``PYTHONPATH``), interleaved policy by policy so both see
 the same machine load, and the speedup is printed.
@@ -11,7 +13,7 @@ the same machine load, and the speedup is printed.
 Targets on a 2-core machine: 512 tokens under 0.5 s of wall time on one core (>= 100x real), the
 default sweep at cache_ratio=0.17 under 60 s on 2 cores.
 
-    python benchmarks/bench_sim.py [--policy moespac] [--tokens 512] [--other /path/to/old/checkout] [--sweep]
+    python benchmarks/bench_sim.py [--policy moespac] [--tokens 512] [--other /path/to/old/checkout] [--cpu] [--sweep]
 """
 from __future__ import annotations
 
@@ -35,11 +37,12 @@ def measure(policy: str, tokens: int, repeat: int) -> dict:
 
     synthetic_trace("qwen3_30b_a3b", "gsm8k", tokens + 9, 0)    # synthesis is benchmarked elsewhere
     args = dict(policy=policy, workload="gsm8k", gen_tokens=tokens, gamma=8)
-    walls = []
+    walls, cpus = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         res = run_one(**args)
         walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
     step, n = simpy.Environment.step, [0]
 
     def counting_step(env):
@@ -51,7 +54,7 @@ def measure(policy: str, tokens: int, repeat: int) -> dict:
         run_one(**args)
     finally:
         simpy.Environment.step = step
-    return {"policy": policy, "wall_s": min(walls), "events": n[0], "tokens": int(res.row["gen_tokens"]),
+    return {"policy": policy, "wall_s": min(walls), "cpu_s": min(cpus), "events": n[0], "tokens": int(res.row["gen_tokens"]),
             "decode_s": float(res.row["decode_s"]), "tps": float(res.row["tps"])}
 
 
@@ -83,8 +86,8 @@ class Worker:
         self.proc.wait(timeout=60)
 
 
-def _fmt(m: dict) -> str:
-    w = m["wall_s"]
+def _fmt(m: dict, key: str = "wall_s") -> str:
+    w = m[key]
     return (f"{w:7.3f} s {m['events'] / w / 1e3:6.1f} kev/s {m['tokens'] / w:6.0f} tok/s "
             f"{m['decode_s'] / w:6.1f}x real")
 
@@ -96,6 +99,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--other", type=Path, help="another checkout to measure in the same run (the 'before')")
     ap.add_argument("--sweep", action="store_true", help="also time the default sweep (2 jobs)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="rate by process CPU time instead of wall time (a machine shared with other jobs)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -109,13 +114,15 @@ def main() -> None:
     other = Worker(args.other.resolve()) if args.other else None
     print(f"{args.tokens} tokens, gamma 8, qwen3_30b_a3b, gsm8k; best of {args.repeat}; this tree: {root}"
           + (f"; before: {args.other}" if other else ""))
+    key = "cpu_s" if args.cpu else "wall_s"
+    print(f"times: best {'process CPU' if args.cpu else 'wall'} seconds per run")
     for p in policies:
         before = other.ask(p, args.tokens, args.repeat) if other else None
         after = this.ask(p, args.tokens, args.repeat)
-        line = f"{p:>21} {_fmt(after)}"
+        line = f"{p:>21} {_fmt(after, key)}"
         if before:
             same = "" if before["tps"] == after["tps"] else "  TPS DIFFERS"
-            line += f" | before {_fmt(before)} | {before['wall_s'] / after['wall_s']:5.2f}x faster{same}"
+            line += f" | before {_fmt(before, key)} | {before[key] / after[key]:5.2f}x faster{same}"
         print(line, flush=True)
     this.close()
     if other:

@@ -4,7 +4,10 @@ Rows are sorted by their identity columns; every column of the reference file (o
 file) except wall time is hashed, floats by their exact bits (``float.hex``), so any change in any
 digit of any row shows. Exit status 1 when the files' hashes differ.
 
-    python scripts/results_hash.py NEW.parquet [REFERENCE.parquet]
+    python scripts/results_hash.py NEW.parquet [REFERENCE.parquet] [--ignore code_version --ignore run_id]
+
+``--ignore`` drops more columns from the hash: comparing two commits, ``code_version`` and the
+``run_id`` that hashes it differ by construction (provenance, not a number).
 """
 from __future__ import annotations
 
@@ -60,10 +63,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("new")
     ap.add_argument("reference", nargs="?")
+    ap.add_argument("--ignore", action="append", default=[], help="another column to leave out (repeatable)")
     args = ap.parse_args()
     new = pd.read_parquet(args.new)
     ref = pd.read_parquet(args.reference) if args.reference else new
-    columns = [c for c in ref.columns if c not in SKIP]
+    columns = [c for c in ref.columns if c not in SKIP and c not in args.ignore]
     h_new = results_hash(new, columns)
     print(f"{h_new}  {args.new} ({len(new)} rows, {len(columns)} columns)")
     if not args.reference:

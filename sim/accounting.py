@@ -37,6 +37,12 @@ class PrefetchTracker:
             self.n -= int(np.count_nonzero(hit))
             self.flags[layers, experts] = False
 
+    def evicted_one(self, layer: int, expert: int) -> None:
+        """One expert left VRAM (the scalar form of :meth:`evicted`, on the per-copy path)."""
+        if self.n and self.flags.item(layer, expert):
+            self.n -= 1
+            self.flags[layer, expert] = False
+
     def used(self, layer: int, experts: np.ndarray) -> int:
         """Resident experts of ``layer`` were requested; returns how many were unused prefetches."""
         if not self.n:

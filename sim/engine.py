@@ -38,11 +38,12 @@ class Engine:
     ``recorded`` holds a captured trace's own signals (see :class:`sim.signals.LazySignals`).
     ``warm(core)``, if given, runs after the startup residency is loaded and before the first step
     (a simulated prefill lands its copies: :func:`sim.prefill.handoff.land_prefill_copies`).
+    ``coalesce=False`` gives every copy its own SimPy event (:class:`sim.link.Link`'s reference).
     """
 
     def __init__(self, cost: CostModel, policy: Policy, cache: ExpertCache, schedule: Schedule,
                  ctx: PolicyContext, *, context0: int = 256, seed: int = 0, timeline: bool = False,
-                 recorded: dict | None = None, warm=None):
+                 recorded: dict | None = None, warm=None, coalesce: bool = True):
         self.env = simpy.Environment()
         self.cost, self.policy, self.cache, self.sched, self.ctx = cost, policy, cache, schedule, ctx
         gpu_tab, cpu_tab = cost.gpu_expert_table(), cost.cpu_expert_table()
@@ -56,7 +57,8 @@ class Engine:
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
         self.warm = warm
-        self.link = Link(self.env, self.core, self.transfer_s, self._landed)
+        self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
+                         coalesce=coalesce)
         self.may_prefetch = type(policy).next_transfer is not Policy.next_transfer
 
     # --- running ------------------------------------------------------------------------------
@@ -77,7 +79,7 @@ class Engine:
             self.events.append((lane, label, start, end))
 
     def _landed(self, job: LinkJob) -> None:
-        self._mark("PCIe", job_label(job.copy), job.start, self.env.now)
+        self._mark("PCIe", job_label(job.copy), job.start, job.end)
 
     def _decode(self):
         env, sched, cost = self.env, self.sched, self.cost
@@ -144,8 +146,8 @@ class Engine:
                 delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
             yield env.timeout(delay)
         for job in jobs:  # a copy nobody computes may land at the layer's very end: let it land first
-            if not job.event.processed:
-                yield job.event
+            if not job.done:
+                yield self.link.until_landed(job)
         c.gpu_busy_s += (0.0 if attn_on_cpu else attention) + gpu_busy
         c.cpu_busy_s += cpu_s + (attention if attn_on_cpu else 0.0)
         self._mark("GPU", f"L{layer} experts", t1, gpu_end)
@@ -179,7 +181,7 @@ class Engine:
     def _drain(self):
         """Blocking prefetch (policies with ``overlap = False``): move every queued expert now."""
         while (copy := self.core.next_prefetch()) is not None:
-            yield self.link.submit(copy, self.transfer_s).event
+            yield self.link.until_landed(self.link.submit(copy, self.transfer_s))
 
 
 def requests_by_layer(counts: np.ndarray):

@@ -37,7 +37,7 @@ class ExpertCache:
 
     def present(self, layer: int, expert: int) -> bool:
         """Resident or on its way."""
-        return bool(self.resident[layer, expert] or self.inflight[layer, expert])
+        return self.resident.item(layer, expert) or self.inflight.item(layer, expert)
 
     def load(self, layer: int, expert: int) -> None:
         """Place an expert before decoding starts (static placement; costs no simulated time)."""
@@ -73,7 +73,7 @@ class ExpertCache:
 
     def land(self, layer: int, expert: int) -> None:
         """A transfer finished: the expert becomes resident."""
-        if not self.inflight[layer, expert]:
+        if not self.inflight.item(layer, expert):
             raise CacheError(f"expert ({layer}, {expert}) was not in flight")
         self.inflight[layer, expert] = False
         self.resident[layer, expert] = True
@@ -87,9 +87,9 @@ class ExpertCache:
 
     def evict(self, layer: int, expert: int) -> None:
         """Free the slot of a resident, unpinned expert."""
-        if not self.resident[layer, expert]:
+        if not self.resident.item(layer, expert):
             raise CacheError(f"cannot evict ({layer}, {expert}): not resident")
-        if self.pinned[layer]:
+        if self.pinned.item(layer):
             raise CacheError(f"cannot evict ({layer}, {expert}): layer {layer} is pinned while it computes")
         self.resident[layer, expert] = False
         self.n_used -= 1

@@ -5,9 +5,20 @@ order; when none waits and prefetching is enabled, the link asks the protocol co
 policy's next prefetch. Copies are not preempted: a demand copy that arrives during a prefetch
 waits for it to finish. Each copy holds the link for its ``duration`` (the cost model's
 ``transfer_s``, or ``bulk_transfer_s`` for a block). The link keeps its own busy time.
+
+Coalesced runs. Between two events of the other processes nothing but the link touches the
+cache or the policy, so the link need not sleep through each copy: it computes when each queued
+copy lands (start = the previous landing, land = start + duration, the same float sums SimPy
+would make), and lands every copy that lands *strictly before* the next scheduled event
+(``env.peek()``) and that nobody waits on, without a SimPy event -- the policy sees the same
+calls in the same order as with one timeout per copy. Only the copy in flight when another
+process next runs, or one a process waits on, becomes a SimPy timeout, scheduled at exactly its
+landing time (:func:`timeout_at`). A landing at the same instant as another event is never
+coalesced (SimPy would run the earlier-scheduled event first), so ties resolve as before.
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -16,25 +27,41 @@ import simpy
 from sim.protocol import PREFETCH, STREAM_COPY, Copy
 
 
-@dataclass
+@dataclass(slots=True)
 class LinkJob:
     """One copy on the link: when it will land (``land_at``, known when it is queued for a demand
-    copy, when it starts for a prefetch) and the event that fires when it has landed."""
+    copy, when it starts for a prefetch), when it started and ended, whether it has landed
+    (``done``), and the event a waiting process sleeps on (made only when one waits)."""
 
     copy: Copy
     duration: float
-    event: simpy.Event
     land_at: float = float("nan")
     start: float = float("nan")
+    end: float = float("nan")
+    done: bool = False
+    waiter: simpy.Event | None = None
+
+
+def timeout_at(env: simpy.Environment, at: float) -> simpy.Timeout:
+    """A timeout that fires at exactly ``at`` (>= ``env.now``): the delay is nudged by ulps until
+    ``env.now + delay == at`` in floating point (SimPy schedules at ``now + delay``)."""
+    d = at - env.now
+    while env.now + d < at:
+        d = math.nextafter(d, math.inf)
+    while env.now + d > at:
+        d = math.nextafter(d, -math.inf)
+    return env.timeout(d)
 
 
 class Link:
     """The PCIe link process of one :class:`sim.engine.Engine` run.
 
     ``core`` is the run's :class:`sim.protocol.ProtocolCore` (prefetch choice and landing);
-    ``transfer_s`` one expert's copy time; ``on_landed(job)`` is told after each landing."""
+    ``transfer_s`` one expert's copy time; ``on_landed(job)`` is told after each landing.
+    ``coalesce=False`` gives every copy its own SimPy timeout (the reference the tests compare
+    the coalesced runs with)."""
 
-    def __init__(self, env: simpy.Environment, core, transfer_s: float, on_landed=None):
+    def __init__(self, env: simpy.Environment, core, transfer_s: float, on_landed=None, coalesce: bool = True):
         self.env, self.core, self.transfer_s = env, core, transfer_s
         self.on_landed = on_landed
         self.demand: deque[LinkJob] = deque()
@@ -44,7 +71,9 @@ class Link:
         self.prefetch_enabled = True
         self.busy_until = 0.0   # end of the job on the link (in the past when idle)
         self.demand_tail = 0.0  # when the last queued demand job will land
-        self._job_start: float | None = None   # start of the job on the link (None when idle)
+        self._job_start: float | None = None   # start of the job a SimPy timeout is running (None otherwise)
+        self.coalesced = 0      # copies landed without a SimPy event
+        self.coalesce = coalesce
         env.process(self._run())
 
     def wake(self) -> None:
@@ -58,7 +87,7 @@ class Link:
         Demand jobs run back to back, first after the job now on the link (no preemption), so
         the landing time is known when asked."""
         self.demand_tail = max(self.env.now, self.busy_until, self.demand_tail) + duration
-        job = LinkJob(copy, duration, self.env.event(), land_at=self.demand_tail)
+        job = LinkJob(copy, duration, land_at=self.demand_tail)
         self.demand.append(job)
         self._register(job)
         self.wake()
@@ -66,55 +95,76 @@ class Link:
 
     def busy_to(self, t: float) -> float:
         """Busy seconds of the link from its start up to ``t`` (now, or later within the job on the
-        link): the landed jobs' durations plus the running job's part before ``t``."""
+        link): the landed jobs' durations plus the running job's part before ``t``. Coalesced copies
+        all land before the next event of another process, so at any instant a process reads this
+        they are in the past and in ``busy_s``."""
         if self._job_start is None:
             return self.busy_s
         return self.busy_s + max(0.0, min(t, self.busy_until) - self._job_start)
+
+    def until_landed(self, job: LinkJob) -> simpy.Event:
+        """The event a process waits on until ``job`` has landed (already processed if it has)."""
+        if job.waiter is None:
+            job.waiter = self.env.event()
+            if job.done:
+                job.waiter.succeed()
+        return job.waiter
 
     def _register(self, job: LinkJob) -> None:
         if job.copy.kind != STREAM_COPY:
             for e in job.copy.experts:
                 self.landing[(job.copy.layer, e)] = job
 
-    def _next(self) -> LinkJob | None:
-        if self.demand:
-            return self.demand.popleft()
-        if not self.prefetch_enabled:
-            return None
-        copy = self.core.next_prefetch()
-        if copy is None:
-            return None
-        job = LinkJob(copy, self.transfer_s, self.env.event(), land_at=self.env.now + self.transfer_s)
-        self._register(job)
-        return job
-
     def _run(self):
-        env = self.env
+        env, core = self.env, self.core
+        now = env.now
         while True:
-            job = self._next()
-            if job is None:
+            if self.demand:
+                job = self.demand.popleft()
+            elif self.prefetch_enabled and (copy := core.next_prefetch()) is not None:
+                land = now + self.transfer_s
+                if self.coalesce and land < env.peek():   # lands before anyone else acts: no event
+                    self.busy_until = land
+                    self.busy_s += self.transfer_s
+                    self.coalesced += 1
+                    core.landed(copy)
+                    if self.on_landed is not None:
+                        self.on_landed(LinkJob(copy, self.transfer_s, land, now, land, True))
+                    now = land
+                    continue
+                job = LinkJob(copy, self.transfer_s, land_at=land)
+                self._register(job)             # someone may ask for it before it lands
+            else:
                 self._idle = env.event()
                 yield self._idle
                 self._idle = None
+                now = env.now
                 continue
-            job.start = self._job_start = env.now
-            self.busy_until = job.start + job.duration
-            yield env.timeout(job.duration)
+            job.start = now
+            land = self.busy_until = now + job.duration
+            if not self.coalesce or job.waiter is not None or land >= env.peek():
+                self._job_start = now
+                yield timeout_at(env, land)
+                self._job_start = None
+            else:
+                self.coalesced += 1
             self.busy_s += job.duration
-            self._job_start = None
-            self._land(job)
+            self._land(job, land)
+            now = land
 
-    def _land(self, job: LinkJob) -> None:
-        copy, now = job.copy, self.env.now
+    def _land(self, job: LinkJob, now: float) -> None:
+        copy = job.copy
         if copy.kind != STREAM_COPY:
             for e in copy.experts:
                 del self.landing[(copy.layer, e)]
         if abs(now - job.land_at) > 1e-9 * max(1.0, now):
             raise RuntimeError(f"link: job L{copy.layer}{copy.experts} landed at {now}, expected {job.land_at}")
+        job.end, job.done = now, True
         self.core.landed(copy)
         if self.on_landed is not None:
             self.on_landed(job)
-        job.event.succeed()
+        if job.waiter is not None:
+            job.waiter.succeed()
 
 
 def job_label(copy: Copy) -> str:

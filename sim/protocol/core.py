@@ -160,7 +160,7 @@ class ProtocolCore:
     def reserve(self, layer: int, expert: int, demand: bool) -> bool:
         """Reserve a slot for (layer, expert), evicting the policy's victim if none is free."""
         cache = self.cache
-        if cache.n_free <= 0:
+        if cache.n_used >= cache.n_slots:
             victim = self.policy.victim(layer, expert, cache, demand)
             if victim is None:
                 return False
@@ -199,7 +199,7 @@ class ProtocolCore:
         """Free a resident expert's slot."""
         self.cache.evict(layer, expert)
         self.slots.released(layer, expert)
-        self.prefetched.evicted(layer, expert)
+        self.prefetched.evicted_one(layer, expert)
         self.c.evictions += 1
 
     # --- transfers ------------------------------------------------------------------------------------
@@ -207,13 +207,15 @@ class ProtocolCore:
         """The link is idle: the policy's next prefetch that needs a copy and got a slot, or None.
 
         Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``)."""
-        cache = self.cache
+        cache, pick = self.cache, self.policy.next_transfer
+        resident, inflight = cache.resident, cache.inflight
         for _ in range(MAX_PREFETCH_TRIES):
-            item = self.policy.next_transfer(cache)
+            item = pick(cache)
             if item is None:
                 return None
             layer, expert = int(item[0]), int(item[1])
-            if not cache.present(layer, expert) and self.reserve(layer, expert, demand=False):
+            if not (resident.item(layer, expert) or inflight.item(layer, expert)) \
+                    and self.reserve(layer, expert, demand=False):
                 return Copy(layer, (expert,), PREFETCH)
         return None
 
@@ -228,7 +230,14 @@ class ProtocolCore:
                     self.slots.released(layer, e)
             return
         c.pcie_bytes += self.expert_bytes * len(copy.experts)
-        if copy.kind == STREAM_COPY:
+        kind = copy.kind
+        if kind == PREFETCH:                   # the common case first: one prefetched expert
+            expert = copy.experts[0]
+            cache.land(layer, expert)
+            c.prefetches += 1
+            self.prefetched.landed(layer, expert)
+            self.policy.on_transfer_done(layer, expert, cache)
+        elif kind == STREAM_COPY:
             c.streams += 1
         elif len(copy.experts) > 1:
             cache.land_many(layer, list(copy.experts))
@@ -237,9 +246,5 @@ class ProtocolCore:
         else:
             expert = copy.experts[0]
             cache.land(layer, expert)
-            if copy.kind == PREFETCH:
-                c.prefetches += 1
-                self.prefetched.landed(layer, expert)
-            else:
-                c.demand_fetches += 1
+            c.demand_fetches += 1
             self.policy.on_transfer_done(layer, expert, cache)

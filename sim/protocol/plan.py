@@ -9,15 +9,16 @@ those waits, shared by the SimPy engine and the fast evaluator.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 DEMAND, PREFETCH, STREAM_COPY = "demand", "prefetch", "stream"
 
 
-@dataclass(frozen=True)
-class Copy:
+class Copy(NamedTuple):
     """Host->device copy of ``experts`` of ``layer``: ``kind`` is DEMAND (a layer waits; one expert,
     or a block of several landing together), PREFETCH (one expert, link idle) or STREAM_COPY (one
-    expert into a staging buffer for a STREAM placement; no cache slot)."""
+    expert into a staging buffer for a STREAM placement; no cache slot). Immutable; a named tuple
+    because one is made per copy (tens of thousands per run)."""
 
     layer: int
     experts: tuple[int, ...]

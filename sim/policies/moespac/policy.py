@@ -148,22 +148,23 @@ class MoESpAc(Policy):
 
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
-        tree, queue = self.tree, self.queue
+        tree, queue, b = self.tree, self.queue, self.bal
+        resident, inflight, pop, min_pop = cache.resident, cache.inflight, queue.pop, self.min_pop
         while True:
-            item = queue.pop(self.min_pop)
+            item = pop(min_pop)
             if item is None:
                 return None
             l, e, lv = item
-            if cache.resident.item(l, e):
+            if resident.item(l, e):
                 if lv > tree.score.item(l, e):
                     tree.set(l, e, lv)
                     self.n_rescored += 1
                 continue
-            if cache.inflight.item(l, e):
+            if inflight.item(l, e):
                 continue
             if cache.n_used < cache.n_slots:
                 return l, e
-            v = self._find_victim(cache)
+            v = tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)   # _find_victim
             if v is None:
                 queue.push_front(l, e, lv)
                 self.n_waits += 1

@@ -150,7 +150,7 @@ class ScoreTree:
             if self.order == "id":
                 found = self._scan(s, _ascending(self.layers[s]), _ascending, tau, blocked)
             elif s < tau_min:
-                found = self._scan(s, self._cyclic(s, current), _descending, tau, blocked)
+                found = self._scan_cyclic(s, current, tau, blocked)
             else:
                 found = self._cyclic_layers(s, tau, current, blocked)
             if found is not None:
@@ -179,6 +179,35 @@ class ScoreTree:
                 elif ok:
                     found = (l, e)
                     break
+            if found is not None:
+                break
+        for l, e in lagging:
+            self._rekey(l, e, score.item(l, e))
+        return found
+
+    def _scan_cyclic(self, s: int, current: int, tau: list, blocked: np.ndarray):
+        """:meth:`_scan` of bucket ``s`` in cyclic layer order, largest expert first, written out
+        without generators (the per-copy victim search of the ``cyclic`` order): the same keys
+        met in the same order, lagging keys re-keyed after the walk."""
+        pinned, score, row, mask = self.pinned, self.score, self.bits[s], self.layers[s]
+        below = (2 << current) - 1
+        lagging, found = [], None
+        for part in (mask & below, mask & ~below):
+            while part and found is None:
+                l = part.bit_length() - 1
+                part ^= 1 << l
+                if pinned[l]:
+                    continue
+                ok = s < tau[l] and not blocked[l]
+                m = row[l]
+                while m:
+                    e = m.bit_length() - 1
+                    m ^= 1 << e
+                    if score.item(l, e) != s:
+                        lagging.append((l, e))
+                    elif ok:
+                        found = (l, e)
+                        break
             if found is not None:
                 break
         for l, e in lagging:

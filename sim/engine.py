@@ -71,7 +71,12 @@ class Engine:
     def _decode(self):
         env, sched, cost, pol = self.env, self.sched, self.cost, self.policy
         context = self.context0
-        for s in range(sched.n_steps):
+        extra = int(getattr(pol, "draft_extra_decodes", 0))
+        s = 0
+        while (not sched.done) if sched.online else s < sched.n_steps:
+            g = sched.begin_step(s, pol)      # an online schedule builds the step with the policy's gamma
+            if sched.online:
+                self.req[s], self.nreq[s] = _step_requests(sched.counts[s])
             t_step = env.now
             signals = LazySignals(sched.counts, s, self.rng, self.next_acc, self.draft_acc)
             pol.on_step_start(s, signals, self.cache)
@@ -79,8 +84,8 @@ class Engine:
             if not self.link.prefetch_enabled:
                 yield from self._drain()
             n = int(sched.n_verify[s])
-            if sched.gamma > 0:
-                d = sched.gamma * cost.draft_token_s(context)
+            if g > 0:
+                d = (sched.draft_decodes(s) + extra) * cost.draft_token_s(context)
                 yield from self._gpu_fixed(d, "draft", "draft_s")
             yield from self._gpu_fixed(cost.step_fixed_s(n), "embed+lm_head", "step_fixed_s")
             attention = cost.layer_fixed_s(n, context)
@@ -90,6 +95,8 @@ class Engine:
             self.c.tokens += int(sched.produced[s])
             self.c.steps += 1
             self.c.step_s.append(env.now - t_step)
+            pol.on_step_end(s, n, int(sched.produced[s]) - 1)
+            s += 1
 
     def _gpu_fixed(self, dur: float, label: str, counter: str):
         start = self.env.now
@@ -318,6 +325,12 @@ class Engine:
             yield self.env.timeout(self.transfer_s)
             self.link.busy_s += self.transfer_s
             self.transfer_landed(layer, expert, False, start, True)
+
+
+def _step_requests(counts: np.ndarray):
+    """The requested experts and their token counts of one step, per layer."""
+    req = [np.flatnonzero(row) for row in counts]
+    return req, [row[r] for row, r in zip(counts, req)]
 
 
 def _requests(counts: np.ndarray):

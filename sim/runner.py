@@ -77,40 +77,58 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
             gen_tokens: int = 512, seed: int = 0, trace: str | Trace | None = None,
             acceptance: float | None = None, experiment: str = "adhoc", prompt_tokens: int = 256,
             context: int = 4096, timeline: bool = False, policy_args: dict | None = None,
-            overlap: bool | None = None) -> RunResult:
+            overlap: bool | None = None, acceptance_model: dict | None = None,
+            equal_vram: bool = False) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``overlap=False`` makes any policy prefetch blocking (its transfers finish before the step
-    goes on), the synchronous mode in which the real engine's decisions equal the simulator's."""
+    goes on), the synchronous mode in which the real engine's decisions equal the simulator's.
+    ``acceptance_model`` (decay, spread, burst, p_min, kappa: :mod:`traces.acceptance`) and
+    ``equal_vram`` (an AR policy gets the draft's VRAM as slots): :mod:`sim.speculation.fair`."""
+    from sim.speculation.fair import acceptance_model as acc_model
+    from sim.speculation.fair import equal_vram_slots, run_acceptance
+    from traces.online import OnlineSchedule, model_schedule
+
     wall = time.perf_counter()
     hw, m = config.hardware(hardware), config.model(model)
     pol = make_policy(policy, **(policy_args or {}))
     if overlap is not None:
         pol.overlap = overlap
-    g = int(gamma) if pol.speculative else 0
-    d = config.draft(draft if g > 0 else "none")
+    g = (int(pol.gamma_max) if pol.adaptive_gamma else int(gamma)) if pol.speculative else 0
+    sd_draft = config.draft(draft)
+    d = sd_draft if g > 0 else config.draft("none")
     plan = plan_memory(hw, m, d, cache_ratio, context)
+    n_slots = equal_vram_slots(hw, m, sd_draft, cache_ratio, context) if equal_vram and g == 0 else plan.n_slots
     if isinstance(trace, str):
         trace = load_trace(trace)
     if trace is None:
         trace = synthetic_trace(m.name, workload, gen_tokens + g + 1, seed)
     _check_trace(trace, m)
-    acc = acceptance if acceptance is not None else workload_acceptance(workload)
-    sched = build_schedule(trace, g, gen_tokens, acc, seed)
+    acc = run_acceptance(workload, sd_draft, acceptance)
+    model_acc = acc_model(acc, sd_draft, acceptance_model)
+    if pol.adaptive_gamma and g > 0:
+        from traces.acceptance import AcceptanceModel
+        sched = OnlineSchedule(trace, gen_tokens, model_acc or AcceptanceModel(acc), seed, g)
+    elif model_acc is not None and g > 0:
+        sched = model_schedule(trace, g, gen_tokens, model_acc, seed)
+    else:
+        sched = build_schedule(trace, g, gen_tokens, acc, seed)
     cost = CostModel(hw, m, d, cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
     ctx = PolicyContext(
-        n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=plan.n_slots, gamma=g,
+        n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=n_slots, gamma=g,
         costs=cost.cost_table(g, prompt_tokens + gen_tokens // 2), seed=seed,
         profile=_profile(pol, m.name, seed, trace),
         future_counts=sched.counts if pol.needs_future else None)
-    cache = ExpertCache(m.n_layers, m.n_experts, plan.n_slots)
+    cache = ExpertCache(m.n_layers, m.n_experts, n_slots)
     pol.reset(ctx, cache)
     engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline)
     counters = engine.run()
     row = {"experiment": experiment, "policy": policy, "model": m.name, "draft": d.name, "hardware": hw.name,
            "workload": workload, "cache_ratio": float(cache_ratio), "gamma": g, "gen_tokens": int(counters.tokens),
            "seed": int(seed), "ttft_s": float("nan"), "mean_accepted": sched.mean_accepted,
-           "n_slots": plan.n_slots, "source": "sim", "trace": trace.path or f"synthetic:{trace.meta.get('workload')}"}
+           "n_slots": n_slots, "source": "sim", "trace": trace.path or f"synthetic:{trace.meta.get('workload')}",
+           "acceptance": acc, "equal_vram": bool(equal_vram and g == 0),
+           "acceptance_model": repr(sorted((acceptance_model or {}).items()))}
     row.update(counters.row())
     row.update(pol.metrics())
     row["sim_wall_s"] = time.perf_counter() - wall

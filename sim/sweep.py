@@ -16,8 +16,11 @@ AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draf
 
 def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:
     """The run arguments of every (grid point, workload, policy); dotted grid keys patch a spec."""
+    from sim.policies.registry import ALIASES
+
     valid_p, valid_w = preset_names("policy"), preset_names("workload")
     policies = valid_p if policies in (None, "all") else list(policies)
+    valid_p = valid_p + list(ALIASES)
     for name in policies:
         if name not in valid_p:
             raise ConfigError(f"unknown policy {name!r}; valid: {', '.join(valid_p)}")

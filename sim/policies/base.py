@@ -6,11 +6,13 @@ torch, and holds no global state; it is deterministic given ``ctx.seed``.
 
 The executor calls, for every decode step::
 
+    choose_gamma(step) -> int                  # only when adaptive_gamma: drafts of this step
     on_step_start(step, signals, cache)        # draft phase begins (SD) / token begins (AR)
     for layer in range(L):
         on_layer_start(layer, cache)           # e.g. pin resident experts, drop stale queue entries
         place(layer, counts, signals, cache)   # after the router: where each requested expert runs
         on_layer_end(layer, counts, cache)     # update utilities, enqueue prefetches
+    on_step_end(step, n_verified, accepted)    # the verify result of the step
     # whenever the PCIe link is idle and no demand fetch waits:
     next_transfer(cache) -> (layer, expert) | None
     # whenever a transfer needs a slot and none is free:
@@ -50,6 +52,7 @@ class CostTable:
     layer_fixed_s: float       # non-expert GPU time of one layer (attention, router, shared experts)
     draft_phase_s: float       # the whole draft phase before a verify pass (0 in AR)
     expert_bytes: int
+    step_fixed_s: float = 0.0  # per target forward outside the MoE layers (embeddings, lm_head, host)
 
     @staticmethod
     def _lookup(table: np.ndarray, n: np.ndarray | int) -> np.ndarray:
@@ -138,6 +141,8 @@ class Policy(abc.ABC):
     overlap = True
     needs_future = False
     needs_profile = False
+    adaptive_gamma = False     # True: the executor asks choose_gamma(step) before every step
+    draft_extra_decodes = 0    # draft forwards per step beyond gamma (llama.cpp's speculative loop: 1)
 
     def reset(self, ctx: PolicyContext, cache) -> None:
         self.ctx = ctx
@@ -151,6 +156,13 @@ class Policy(abc.ABC):
 
     def on_layer_start(self, layer: int, cache) -> None:
         pass
+
+    def choose_gamma(self, step: int) -> int:
+        """Drafts for ``step`` (asked before ``on_step_start`` when ``adaptive_gamma``; 0..ctx.gamma)."""
+        return self.ctx.gamma
+
+    def on_step_end(self, step: int, n_verified: int, accepted: int) -> None:
+        """The step verified ``n_verified`` positions and accepted ``accepted`` drafts."""
 
     @abc.abstractmethod
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:

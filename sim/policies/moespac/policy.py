@@ -51,7 +51,7 @@ class MoESpAc(Policy):
                  calib_scope: str = "global", target_link: bool = True, queue_order: str = "level",
                  balancer: bool = True, tau: int = 1, release: str = "level",
                  eviction_order: str = "cyclic", stat_decay: float = 0.999,
-                 overlap: bool = True, speculative: bool = True):
+                 overlap: bool = True, speculative: bool = True, draft_extra_decodes: int = 0):
         if queue_order not in ("level", "fifo"):
             raise ValueError(f"queue_order must be 'level' or 'fifo', got {queue_order!r}")
         if release not in ("level", "zero"):
@@ -64,6 +64,7 @@ class MoESpAc(Policy):
         self.use_balancer, self.fixed_tau, self.release = balancer, tau, release
         self.eviction_order, self.stat_decay = eviction_order, stat_decay
         self.overlap, self.speculative = overlap, speculative
+        self.draft_extra_decodes = int(draft_extra_decodes)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def reset(self, ctx, cache) -> None:

@@ -60,7 +60,7 @@ class _ExecutorObserver(DecodeObserver):
         self.verify_next = True
 
     def on_step(self, step: Step):
-        self.ex.step_end(time.perf_counter() - self.t_step, len(step.tokens))
+        self.ex.step_end(time.perf_counter() - self.t_step, len(step.tokens), step.n_verified, step.accepted)
 
 
 class OffloadedDecoder(SpeculativeDecoder):
@@ -85,6 +85,15 @@ class OffloadedDecoder(SpeculativeDecoder):
         """As :meth:`SpeculativeDecoder.generate`; the executor's counters hold the decode."""
         self.timer.t_start = time.perf_counter()
         return super().generate(input_ids, max_new_tokens)
+
+    def next_gamma(self, index: int) -> int:
+        """The policy's draft length for the step when it chooses one (``adaptive_gamma``)."""
+        if getattr(self.executor.policy, "adaptive_gamma", False):
+            g = self.executor.choose_gamma(index)
+            if not 0 <= g <= self.gamma:
+                raise ValueError(f"policy chose gamma {g} at step {index}; allowed 0..{self.gamma}")
+            return g
+        return self.gamma
 
     def run_target(self, ids, last_only: bool = False):
         """The verify forward runs with the policy; the others (prefill, final) bypass it."""

@@ -144,13 +144,19 @@ class OffloadExecutor(TransferMixin):
         if not self.overlap:
             self.drain()
 
-    def step_end(self, seconds: float, produced: int) -> None:
-        """Step bookkeeping (wall time, tokens, the policy's share)."""
+    def choose_gamma(self, step: int) -> int:
+        """The policy's draft length for ``step`` (before the draft phase; ``adaptive_gamma``)."""
+        with self.lock:
+            return int(self.policy.choose_gamma(step))
+
+    def step_end(self, seconds: float, produced: int, n_verified: int = 0, accepted: int = 0) -> None:
+        """Step bookkeeping (wall time, tokens, the policy's share) and the verify result."""
         self.c.step_s.append(seconds)
         self.c.tokens += produced
         self.c.steps += 1
         self.last_window = self.window
         with self.lock:
+            self.policy.on_step_end(self.c.steps - 1, n_verified, accepted)
             self.policy_s.append(self.policy.take())
 
     def layer_start(self, layer: int) -> None:

@@ -1,13 +1,15 @@
-"""``python -m sim run|sweep [key=value ...]`` (Hydra: ``-m`` multirun and launchers work)."""
+"""``python -m sim run|sweep|breakeven [key=value ...]`` (Hydra: ``-m`` multirun and launchers work)."""
 from __future__ import annotations
 
 import sys
 
-COMMANDS = {"run": "run_command", "sweep": "sweep_command"}
-USAGE = """usage: python -m sim {run,sweep} [key=value ...] [-m] [hydra/launcher=joblib]
+COMMANDS = {"run": "sim.cli:run_command", "sweep": "sim.cli:sweep_command",
+            "breakeven": "sim.speculation.command:breakeven_command"}
+USAGE = """usage: python -m sim {run,sweep,breakeven} [key=value ...] [-m] [hydra/launcher=joblib]
   run    one policy on one workload:  python -m sim run policy=moespac workload=gsm8k cache_ratio=0.17
   sweep  every policy x workload:     python -m sim sweep cache_ratio=0.17
          a named experiment:          python -m sim sweep experiment=paper_qwen3
+  breakeven  when speculation pays:   python -m sim breakeven draft=qwen3_0_6b workload=gsm8k
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
 
 
@@ -15,13 +17,15 @@ def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(USAGE)
     command = sys.argv.pop(1)
+    import importlib
+
     import hydra
 
-    from sim import cli
     from sim.config import ConfigError
     from sim.paths import CONF_DIR
 
-    task = getattr(cli, COMMANDS[command])
+    module, name = COMMANDS[command].split(":")
+    task = getattr(importlib.import_module(module), name)
 
     def guarded(cfg):
         try:

@@ -18,7 +18,9 @@ highest-scoring absent experts are queued for prefetch (for that layer's next pa
 an eviction takes the lowest score outside the computing layer, and a prefetch only evicts a
 lower score than it brings. Placement is the exact per-layer CPU/GPU split (Fiddler's search,
 :func:`sim.policies.split.best_split`): a miss is fetched only when that finishes the layer sooner
-than computing it on the CPU. Lossless: it changes where experts run, never the tokens.
+than computing it on the CPU. The slots start with the most popular experts of an offline profile
+(``warm_start``, as Fiddler and kTransformers place theirs), then follow the utility. Lossless: it
+changes where experts run, never the tokens.
 
 Parameters:
     gamma_max: largest draft length (default 12). arms: candidate draft lengths (default
@@ -29,7 +31,8 @@ Parameters:
             queue the next layer's top scores during this one (HybriMoE's prefetch; default off,
             within 0.5% on the paper's machine). sync_us: the CPU/GPU
             join per layer the estimate charges when the CPU works (30, as the machine presets).
-        prefetch_per_layer: prefetches queued per layer pass (default top_k).
+        prefetch_per_layer: prefetches queued per layer pass (default top_k). warm_start: fill the
+            slots from the offline profile before decoding (default true).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from sim.policies.base import Placement, Signals
 from sim.policies.common import OffloadPolicy, gpu_where, present_row
 from sim.policies.prefetch_queue import PrefetchQueue
 from sim.policies.split import ExpertTimes, best_split, split_time
+from sim.policies.static_sets import most_popular
 
 
 class AdaSpec(OffloadPolicy):
@@ -46,18 +50,19 @@ class AdaSpec(OffloadPolicy):
 
     speculative = True
     adaptive_gamma = True
+    needs_profile = True
 
     def __init__(self, gamma_max: int = 12, arms=(0, 1, 2, 3, 4, 6, 8, 12), rate_decay: float = 0.6,
                  warmup: int = 16, probe: int = 3, explore_every: int = 32, decay: float = 0.8,
                  swap_margin: float = 0.5, prefetch_per_layer: int | None = None, sync_us: float = 30.0,
-                 next_layer: bool = False):
+                 next_layer: bool = False, warm_start: bool = True):
         self.gamma_max = int(gamma_max)
         self.arms = sorted({int(a) for a in arms if 0 <= int(a) <= self.gamma_max})
         if not self.arms:
             raise ValueError(f"arms must hold values in 0..gamma_max={gamma_max}, got {arms}")
         self.rate_decay, self.warmup, self.probe, self.explore_every = rate_decay, warmup, probe, explore_every
         self.decay, self.swap_margin, self.prefetch_per_layer = decay, swap_margin, prefetch_per_layer
-        self.sync_us, self.next_layer = sync_us, next_layer
+        self.sync_us, self.next_layer, self.warm_start = sync_us, next_layer, warm_start
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
@@ -77,6 +82,12 @@ class AdaSpec(OffloadPolicy):
         self.current = 0
         self.gammas: list[int] = []
         self.sync_s = self.sync_us * 1e-6
+
+    def initial_residency(self):
+        c = self.ctx
+        if not self.warm_start or c.profile is None:
+            return []
+        return most_popular(c.profile, c.n_layers, c.n_experts, c.n_slots, c.seed)
 
     # --- how far to speculate -------------------------------------------------------------------
     def _rate(self, a: int) -> float:

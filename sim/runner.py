@@ -106,10 +106,11 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
     _check_trace(trace, m)
     acc = run_acceptance(workload, sd_draft, acceptance)
     model_acc = acc_model(acc, sd_draft, acceptance_model)
-    if pol.adaptive_gamma and g > 0:
+    recorded = trace.sd is not None and trace.sd.gamma == g
+    if pol.adaptive_gamma and g > 0 and not recorded:
         from traces.acceptance import AcceptanceModel
         sched = OnlineSchedule(trace, gen_tokens, model_acc or AcceptanceModel(acc), seed, g)
-    elif model_acc is not None and g > 0:
+    elif model_acc is not None and g > 0 and not recorded:
         sched = model_schedule(trace, g, gen_tokens, model_acc, seed)
     else:
         sched = build_schedule(trace, g, gen_tokens, acc, seed)

@@ -39,8 +39,15 @@ class Schedule:
         return int(self.counts.shape[0])
 
     def begin_step(self, step: int, policy=None) -> int:
-        """Drafted tokens of ``step`` (fixed here; :class:`traces.online.OnlineSchedule` asks the policy)."""
-        return self.gamma
+        """Drafted tokens of ``step``: fixed here (:class:`traces.online.OnlineSchedule` asks the
+        policy). Replaying a recorded run, a policy that chooses its gamma is asked too and must
+        choose what the record holds (its decisions depend only on what it was told)."""
+        if self.decodes is None or policy is None or not getattr(policy, "adaptive_gamma", False):
+            return self.gamma if self.decodes is None else int(self.decodes[step])
+        g, recorded = int(policy.choose_gamma(step)), int(self.decodes[step])
+        if g != recorded:
+            raise ValueError(f"replay: policy chose gamma {g} at step {step}, the record has {recorded}")
+        return g
 
     def draft_decodes(self, step: int) -> int:
         """Draft forwards of ``step`` (``gamma``, or fewer when the drafter stopped early)."""
@@ -114,5 +121,7 @@ def _from_sd_record(trace: Trace, gen_tokens: int) -> Schedule:
         step = min(int(sd.accepted[s]) + 1, gen_tokens - done)
         produced.append(step)
         done += step
-    return Schedule(_counts(rows, trace.n_layers, trace.n_experts),
-                    np.array([r.shape[0] for r in rows]), np.array(produced), rows, sd.gamma)
+    n_verify = np.array([r.shape[0] for r in rows])
+    varying = bool((sd.n_verified[:len(rows)] != sd.gamma + 1).any())   # a per-step gamma was recorded
+    return Schedule(_counts(rows, trace.n_layers, trace.n_experts), n_verify, np.array(produced), rows,
+                    sd.gamma, decodes=n_verify - 1 if varying else None)

@@ -31,7 +31,8 @@ def main() -> None:
         try:
             return task(cfg)
         except (ConfigError, KeyError, ValueError) as exc:
-            sys.exit(f"error: {exc}")
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
 
     hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command)(guarded)()
 

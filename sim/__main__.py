@@ -13,10 +13,22 @@ USAGE = """usage: python -m sim {run,sweep,breakeven} [key=value ...] [-m] [hydr
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
 
 
+def expand_hf(args: list[str]) -> list[str]:
+    """``model=hf:PATH`` -> ``model=hf model.hf_path=PATH`` (a path is no Hydra preset name)."""
+    out = []
+    for a in args:
+        if a.startswith("model=hf:"):
+            out += ["model=hf", f"model.hf_path={a[len('model=hf:'):]}"]
+        else:
+            out.append(a)
+    return out
+
+
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(USAGE)
     command = sys.argv.pop(1)
+    sys.argv[1:] = expand_hf(sys.argv[1:])
     import importlib
 
     import hydra

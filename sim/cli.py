@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 from traces.io import atomic_write_bytes
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
-            "context", "timeline")
+            "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib")
 
 
 def _choice(group: str) -> str:
@@ -33,8 +33,12 @@ def _save_config(cfg: DictConfig, out: Path) -> None:
 
 
 def _specs(cfg: DictConfig) -> dict:
+    """The machine (its gpu/host/link parts and field overrides), runtime, model and draft."""
     c = OmegaConf.to_container(cfg, resolve=True)
-    return {"hardware": c["hardware"], "model": c["model"], "draft": c["draft"]}
+    hw = {k: v for k, v in c["hardware"].items() if v is not None}
+    if "host" in c and "cpu" not in hw:
+        hw.update(gpu=c["gpu"], host=c["host"], link=c["link"])   # a composition, not a flat machine
+    return {"hardware": hw, "model": c["model"], "draft": c["draft"], "runtime": c.get("runtime")}
 
 
 def run_command(cfg: DictConfig) -> dict:
@@ -62,6 +66,7 @@ def run_command(cfg: DictConfig) -> dict:
         chrome_trace(res.engine.events, out / "timeline.json")
         gantt_png(res.engine.events, out / "timeline.png", title=f"{row['policy']} on {row['workload']}")
         print(f"timeline: {out / 'timeline.json'} (open in ui.perfetto.dev), {out / 'timeline.png'}")
+    print(res.plan.report())
     print(f"results: {out / RESULTS_FILE}")
     return row
 
@@ -73,7 +78,7 @@ def sweep_command(cfg: DictConfig) -> None:
     out = _output_dir(cfg)
     exp = OmegaConf.to_container(cfg.experiment, resolve=True)
     base = {k: cfg[k] for k in ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context",
-                                "acceptance")}
+                                "acceptance", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib")}
     base.update(_specs(cfg), experiment=exp["name"])
     runs = expand(base, exp.get("policies", "all"), exp["workloads"], exp.get("grid") or {})
     _save_config(cfg, out)

@@ -13,7 +13,10 @@ from omegaconf import OmegaConf
 
 from sim.paths import CONF_DIR, preset_names
 
-PRECISION_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "fp8": 1.0, "q8_0": 1.0625, "q4_k_m": 0.5625, "int4": 0.5625}
+from sim.specs.quant import FORMATS, bytes_per_weight
+
+PRECISION_BYTES = {name: f.bytes_per_weight for name, f in FORMATS.items()}
+LEGACY_DRAFT_OVERHEAD_FRAC = 0.5  # a flat machine without draft_overhead_us: half the target's (custom_cuda's ratio)
 
 
 class ConfigError(ValueError):
@@ -22,7 +25,10 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class HardwareSpec:
-    """One machine: GPU, PCIe link, CPU; rates in GB/s and TFLOP/s, overheads in microseconds."""
+    """One resolved machine: GPU, PCIe link, CPU and the runtime's efficiencies; rates in GB/s and
+    TFLOP/s, overheads in microseconds. Built by :func:`hardware` from a gpu x host x link
+    composition and a runtime profile (:mod:`sim.specs.machine`), or flat (``real profile`` output).
+    """
 
     name: str
     gpu: str
@@ -46,6 +52,20 @@ class HardwareSpec:
     reserved_gib: float
     workspace_gib: float = 4.4  # engine compute buffers + allocator slack (see conf/hardware)
     tables: dict | None = None  # measured cost tables written by `python -m real profile`
+    runtime: str = "custom_cuda"            # the runtime profile these efficiencies come from
+    draft_workspace_gib: float = 0.0        # extra workspace when a draft model runs
+    draft_overhead_us: float | None = None  # per draft forward; None: LEGACY_DRAFT_OVERHEAD_FRAC x step
+    kernels_per_layer: int = 8              # conf/runtime/custom_cuda.yaml documents these four
+    kernels_per_shared_expert: int = 3
+    kernels_per_draft_layer: int = 8
+    copies_per_expert: int = 1
+    gpu_quant_eff: dict | None = None       # expert format -> multiplier on gpu_mem_eff
+    cpu_quant_eff: dict | None = None       # expert format -> multiplier on cpu_mem_eff
+    parts: dict | None = None               # the gpu/host/link presets it was composed of
+
+    def __post_init__(self):
+        if self.draft_overhead_us is None:
+            object.__setattr__(self, "draft_overhead_us", LEGACY_DRAFT_OVERHEAD_FRAC * self.step_overhead_us)
 
 
 @dataclass(frozen=True)
@@ -64,16 +84,52 @@ class ModelSpec:
     non_expert_params: float
     attn_params_per_layer: int
     lm_head_params: int
-    kv_bytes_per_token: int
-    precision: str = "f16"
+    kv_bytes_per_token: int                 # KV bytes per context token of the full-attention layers
+    precision: str = "f16"                  # legacy: the format of every weight when quant is unset
+    quant: str | None = None                # routed experts' format (sim.specs.quant)
+    quant_dense: str | None = None          # every other weight's format (default: quant)
+    shared_intermediate: int = 0            # FFN width of one shared expert (0: moe_intermediate)
+    dense_intermediate: int = 0             # FFN width of a dense (non-MoE) layer
+    embed_params: int = 0                   # token embedding (0 when tied into lm_head or unknown)
+    kv_swa_bytes_per_token: int = 0         # KV bytes per token of the sliding-window layers
+    sliding_window: int = 0                 # their window (tokens)
+    attention: str = "gqa"                  # gqa | mla (how kv_bytes_per_token was derived)
+    source: str = ""                        # where the architecture numbers come from
+
+    @property
+    def expert_quant(self) -> str:
+        return self.quant or self.precision
+
+    @property
+    def dense_quant(self) -> str:
+        return self.quant_dense or self.quant or self.precision
 
     @property
     def bytes_per_param(self) -> float:
-        return PRECISION_BYTES[self.precision]
+        """Bytes per weight of everything except the routed experts."""
+        return PRECISION_BYTES[self.dense_quant]
 
     @property
     def expert_bytes(self) -> int:
-        return int(self.expert_params * self.bytes_per_param)
+        return int(self.expert_params * bytes_per_weight(self.expert_quant))
+
+    @property
+    def shared_params(self) -> int:
+        """Weights of all shared experts of one layer."""
+        return self.n_shared_experts * 3 * self.hidden * (self.shared_intermediate or self.moe_intermediate)
+
+    @property
+    def total_params(self) -> float:
+        return self.n_layers * self.n_experts * self.expert_params + self.non_expert_params
+
+    @property
+    def active_params(self) -> float:
+        """Weights one token reads: everything but the routed experts it did not choose."""
+        return self.n_layers * self.top_k * self.expert_params + self.non_expert_params
+
+    def kv_bytes(self, context: int) -> int:
+        """Target KV-cache bytes for ``context`` tokens (sliding-window layers keep at most their window)."""
+        return context * self.kv_bytes_per_token + min(context, self.sliding_window) * self.kv_swa_bytes_per_token
 
 
 @dataclass(frozen=True)
@@ -97,7 +153,9 @@ class DraftSpec:
 
 
 _POSITIVE = {"vram_gib", "gpu_mem_bw_gbs", "gpu_tflops", "pcie_h2d_gbs", "cpu_mem_bw_gbs", "cpu_tflops",
-             "cpu_threads", "n_layers", "n_experts", "top_k", "hidden", "moe_intermediate", "expert_params"}
+             "cpu_threads", "n_layers", "n_experts", "top_k", "hidden", "moe_intermediate", "expert_params",
+             "mem_bw_gbs", "fp16_tflops", "h2d_gbs", "pageable_gbs", "cores", "sockets", "mem_channels", "mem_mts",
+             "fp32_tflops", "kernels_per_layer", "copies_per_expert"}
 _FRACTION = {"gpu_mem_eff", "gpu_flops_eff", "cpu_mem_eff", "cpu_flops_eff"}
 
 
@@ -118,8 +176,9 @@ def build_spec(cls, data: Any, source: str):
             raise ConfigError(f"{source}: field '{key}' must be a number > 0, got {value!r}")
         if key in _FRACTION and not (isinstance(value, (int, float)) and 0 < value <= 1):
             raise ConfigError(f"{source}: field '{key}' must lie in (0, 1], got {value!r}")
-    if data.get("precision", "f16") not in PRECISION_BYTES and cls is ModelSpec:
-        raise ConfigError(f"{source}: field 'precision' must be one of {sorted(PRECISION_BYTES)}, got {data['precision']!r}")
+    for key in ("precision", "quant", "quant_dense"):
+        if cls is ModelSpec and data.get(key) is not None and data[key] not in PRECISION_BYTES:
+            raise ConfigError(f"{source}: field '{key}' must be one of {', '.join(PRECISION_BYTES)}, got {data[key]!r}")
     return cls(**data)
 
 
@@ -128,21 +187,59 @@ def load_preset(group: str, name: str) -> dict:
     path = CONF_DIR / group / f"{name}.yaml"
     if not path.exists():
         raise ConfigError(f"unknown {group} {name!r}; valid: {', '.join(preset_names(group))}")
+    if group == "hardware":
+        from sim.specs.machine import composition
+
+        comp = composition(name)
+        if comp is not None:
+            return comp
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
 
 
-def hardware(name_or_cfg) -> HardwareSpec:
-    """A :class:`HardwareSpec` from a preset name or a config mapping."""
+def hardware(name_or_cfg, runtime=None, default_runtime: str = "custom_cuda") -> HardwareSpec:
+    """A :class:`HardwareSpec` from a preset name or a mapping: a composition ``{name, gpu, host,
+    link, <flat field overrides>}`` (parts by name or as mappings) resolved with ``runtime`` (a name,
+    a mapping, or None for ``default_runtime``), or a flat machine (every field, e.g. a profile)."""
+    from sim.specs.machine import compose, runtime_spec
+
+    data, source = name_or_cfg, "hardware"
     if isinstance(name_or_cfg, str):
-        return build_spec(HardwareSpec, load_preset("hardware", name_or_cfg), f"conf/hardware/{name_or_cfg}.yaml")
-    return build_spec(HardwareSpec, name_or_cfg, "hardware")
+        data, source = load_preset("hardware", name_or_cfg), f"conf/hardware/{name_or_cfg}.yaml"
+    elif not isinstance(data, dict):
+        data = OmegaConf.to_container(data, resolve=True)
+    if "host" in data:
+        data = compose(data, runtime_spec(data.get("runtime", runtime), default_runtime))
+    return build_spec(HardwareSpec, data, source)
 
 
-def model(name_or_cfg) -> ModelSpec:
-    """A :class:`ModelSpec` from a preset name or a config mapping."""
-    if isinstance(name_or_cfg, str):
-        return build_spec(ModelSpec, load_preset("model", name_or_cfg), f"conf/model/{name_or_cfg}.yaml")
-    return build_spec(ModelSpec, name_or_cfg, "model")
+def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None) -> ModelSpec:
+    """A :class:`ModelSpec` from a preset name, ``hf:PATH`` (a config.json or its folder), or a
+    mapping (``hf_path`` in it derives from that file, other keys override); ``quant`` sets the
+    routed experts' format and ``quant_dense`` the rest (default: ``quant``)."""
+    if isinstance(name_or_cfg, str) and name_or_cfg.startswith("hf:"):
+        data, source = _hf(name_or_cfg[3:]), name_or_cfg
+    elif isinstance(name_or_cfg, str):
+        data, source = load_preset("model", name_or_cfg), f"conf/model/{name_or_cfg}.yaml"
+    else:
+        data = name_or_cfg if isinstance(name_or_cfg, dict) else OmegaConf.to_container(name_or_cfg, resolve=True)
+        data, source = dict(data), "model"
+        if data.get("hf_path"):
+            data = {**_hf(data.pop("hf_path")), **{k: v for k, v in data.items() if v is not None}}
+        data.pop("hf_path", None)
+    if quant is not None:
+        data = {**data, "quant": quant, "quant_dense": quant_dense or quant}
+    elif quant_dense is not None:
+        data = {**data, "quant_dense": quant_dense}
+    return build_spec(ModelSpec, data, source)
+
+
+def _hf(path: str) -> dict:
+    from sim.specs.hf_config import UnsupportedConfig, from_path
+
+    try:
+        return from_path(path)
+    except UnsupportedConfig as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def draft(name_or_cfg) -> DraftSpec:

@@ -1,8 +1,10 @@
 """The cost model: the only place that turns bytes and FLOPs into seconds.
 
 Every time is a roofline, ``max(bytes / (bandwidth * eff), flops / (rate * eff)) + overhead``, with
-the rates and efficiencies of :class:`sim.config.HardwareSpec` (each with its source in
-``conf/hardware``). Tables measured by ``python -m real profile`` (``hardware.tables``) override the
+the datasheet rates (``conf/gpu``, ``conf/host``, ``conf/link``) and the runtime's efficiencies and
+overheads (``conf/runtime``), resolved into :class:`sim.config.HardwareSpec`. Expert bytes follow
+the experts' quant format; the runtime may scale the achieved bandwidth per format
+(``gpu_quant_eff`` / ``cpu_quant_eff``). Tables measured by ``python -m real profile`` (``hardware.tables``) override the
 roofline for expert times and transfers: ``gpu_expert_us[n]`` / ``cpu_expert_us[n]`` by tokens
 ``n = 0..N`` and ``transfer_us`` for one expert.
 """
@@ -46,7 +48,7 @@ class CostModel:
         if "gpu_expert_us" in t:
             return np.asarray(t["gpu_expert_us"], dtype=float)[: self.n_max + 1] * US
         hw, n = self.hw, np.arange(self.n_max + 1)
-        mem = self.expert_bytes / (hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff)
+        mem = self.expert_bytes / (hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff * self._quant_eff(hw.gpu_quant_eff))
         fl = self._expert_flops(n) / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
         return np.where(n > 0, np.maximum(mem, fl) + hw.gpu_kernel_us * US, 0.0)
 
@@ -56,16 +58,21 @@ class CostModel:
         if "cpu_expert_us" in t:
             return np.asarray(t["cpu_expert_us"], dtype=float)[: self.n_max + 1] * US / self.cpu_scale
         hw, n = self.hw, np.arange(self.n_max + 1)
-        mem = self.expert_bytes / (hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff * self.cpu_scale)
+        mem = self.expert_bytes / (hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff * self.cpu_scale
+                                   * self._quant_eff(hw.cpu_quant_eff))
         fl = self._expert_flops(n) / (hw.cpu_tflops * 1e12 * hw.cpu_flops_eff * self.cpu_scale)
         return np.where(n > 0, np.maximum(mem, fl) + hw.cpu_expert_us * US, 0.0)
+
+    def _quant_eff(self, table: dict | None) -> float:
+        """The runtime's bandwidth multiplier for the experts' format (1 when it names none)."""
+        return float((table or {}).get(self.model.expert_quant, 1.0))
 
     def transfer_s(self) -> float:
         """One expert host->device over PCIe (pinned)."""
         t = self.hw.tables or {}
         if "transfer_us" in t:
             return float(t["transfer_us"]) * US
-        return self.hw.pcie_latency_us * US + self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
+        return self.hw.copies_per_expert * self.hw.pcie_latency_us * US + self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
 
     def bulk_transfer_s(self, n_experts: int) -> float:
         """``n_experts`` experts of one layer copied as one block: one latency, then all the bytes."""
@@ -84,19 +91,19 @@ class CostModel:
         """Attention, router and shared experts of one MoE layer on the GPU for ``n_tokens`` tokens."""
         hw, m = self.hw, self.model
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
-        shared = m.n_shared_experts * m.expert_params
+        shared = m.shared_params
         weight_bytes = (m.attn_params_per_layer + m.hidden * m.n_experts + shared) * m.bytes_per_param
-        kv_bytes = context * m.kv_bytes_per_token / max(1, m.n_layers + m.n_dense_layers)
+        kv_bytes = m.kv_bytes(context) / max(1, m.n_layers + m.n_dense_layers)
         flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
         compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        kernels = 8 + (3 if shared else 0)  # norms, qkv, rope, attention, o, router, topk, combine
+        kernels = hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
         return max((weight_bytes + kv_bytes) / bw, compute) + kernels * hw.gpu_kernel_us * US
 
     def step_fixed_s(self, n_tokens: int) -> float:
         """Per target forward: embeddings, dense layers, final norm, lm_head, host overhead."""
         hw, m = self.hw, self.model
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
-        dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * 10944)
+        dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * m.dense_intermediate)
         lm = (m.lm_head_params + dense) * m.bytes_per_param
         flops = 2.0 * n_tokens * (m.lm_head_params + dense)
         return max(lm / bw, flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)) + hw.step_overhead_us * US
@@ -108,7 +115,7 @@ class CostModel:
             return d.host_us_per_token * US
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
         byts = d.weight_bytes + context * d.kv_bytes_per_token
-        return byts / bw + d.n_layers * 8 * hw.gpu_kernel_us * US + hw.step_overhead_us * US * 0.5
+        return byts / bw + d.n_layers * hw.kernels_per_draft_layer * hw.gpu_kernel_us * US + hw.draft_overhead_us * US
 
     def layer_sync_s(self) -> float:
         """Joining CPU and GPU partial results of a layer (only when CPU experts ran)."""

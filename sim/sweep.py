@@ -11,7 +11,8 @@ from sim.config import ConfigError
 from sim.paths import preset_names
 from sim.results import RESULTS_FILE, append_rows, done_keys, row_key
 
-AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draft", "acceptance")
+AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draft", "acceptance", "runtime", "quant",
+        "quant_dense", "slots_per_layer", "vram_budget_gib")
 
 
 def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:

@@ -24,7 +24,7 @@ Qwen3-30B-A3B, everett6 Qwen3-30B-A3B, Mario928 Mixtral-8x7B) or a stated assump
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -88,6 +88,32 @@ MODELS: dict[str, ModelClass] = {
         ref_entropy=0.988, domain_overlap=0.406, domain_entropy=0.8025,
         ws_mult=1.5, ws_weight=0.35, ws_beta=1.0, chance_gain=1.12),
 }
+
+
+def assumed_class(name: str, n_layers: int, n_experts: int, top_k: int, dense_layers: tuple = (),
+                  shared_experts: int = 0) -> ModelClass:
+    """A model class for a routing shape no trace was measured on: an assumption, stated in the
+    trace's ``meta.routing_assumed``.
+
+    The routing profile (per-layer reuse and entropy shapes, stretched to ``n_layers``; working-set
+    size, weight and tilt) is taken from the calibrated class of the nearest expert granularity
+    ``top_k / n_experts``: Mixtral-8x7B (2/8 = 0.25) when it is at least 0.125, Qwen3-30B-A3B
+    (8/128 = 0.0625) below. With shared experts the reuse is lowered to 85%, as for DeepSeek-V2-Lite
+    (Liang et al., arXiv 2505.16056: shared experts lower local routing consistency)."""
+    base = MODELS["mixtral_8x7b"] if top_k / n_experts >= 0.125 else MODELS["qwen3_30b_a3b"]
+    reuse = tuple((l, 0.85 * r) for l, r in base.reuse_anchors) if shared_experts else base.reuse_anchors
+    return replace(base, name=name, hf_name=name, n_layers=n_layers, n_experts=n_experts, top_k=top_k,
+                   dense_layers=tuple(dense_layers), shared_experts=shared_experts, reuse_anchors=reuse)
+
+
+def routing_assumption(mc: ModelClass) -> dict | None:
+    """What a trace of ``mc`` assumes (None for a calibrated class)."""
+    if mc.name in MODELS and MODELS[mc.name] == mc:
+        return None
+    base = "mixtral_8x7b" if mc.top_k / mc.n_experts >= 0.125 else "qwen3_30b_a3b"
+    return {"basis": base, "shared_expert_reuse_factor": 0.85 if mc.shared_experts else 1.0,
+            "note": "no measured routing for this model: popularity skew, reuse and working sets are the "
+                    f"calibrated {base} profile stretched to {mc.n_layers} layers (traces.profiles.assumed_class)"}
 
 
 def model_class(name: str) -> ModelClass:

@@ -37,7 +37,7 @@ from omegaconf import OmegaConf
 
 import traces
 from traces.errors import TraceError
-from traces.profiles import MODELS, model_class
+from traces.profiles import MODELS, assumed_class, model_class, routing_assumption
 from traces.routing_model import N_PROBE, generate, popularity, segment_mix, solve_exponent, stickiness
 from traces.schema import SCHEMA_VERSION, Trace
 
@@ -68,12 +68,20 @@ def workload_preset(name: str) -> dict:
     return preset
 
 
-def _model(name: str):
-    try:
+def _model(name: str, shape: tuple | None = None):
+    """The calibrated class ``name``, or, given ``shape`` = (layers, experts, top_k, dense layers,
+    shared experts) that no calibrated class has, an assumed one (:func:`traces.profiles.assumed_class`)."""
+    if name in MODELS and (shape is None or tuple(shape[:3]) == (MODELS[name].n_layers, MODELS[name].n_experts,
+                                                                  MODELS[name].top_k)):
         return model_class(name)
-    except KeyError:
-        raise TraceError("synthesize", "model",
-                         f"unknown model class {name!r}; valid: {', '.join(list_models())}") from None
+    if shape is None:
+        raise TraceError("synthesize", "model", f"unknown model class {name!r}; valid: {', '.join(list_models())} "
+                         "(or pass shape=(layers, experts, top_k[, dense_layers, shared]) for an assumed profile)")
+    L, E, k = (_check_int(n, v, 1) for n, v in zip(("n_layers", "n_experts", "top_k"), shape[:3]))
+    if k >= E:
+        raise TraceError("synthesize", "top_k", f"must be below n_experts {E}, got {k}")
+    dense = tuple(shape[3]) if len(shape) > 3 else ()
+    return assumed_class(name, L, E, k, dense, int(shape[4]) if len(shape) > 4 else 0)
 
 
 def _check_int(name: str, value, low: int) -> int:
@@ -89,9 +97,9 @@ def _layout(pop_seed: int, n_layers: int, n_experts: int) -> tuple[np.ndarray, n
     return perm, rng.gumbel(size=(N_PROBE, n_layers, n_experts))
 
 
-def generator_params(model: str, workload: str, tokens: int, seed: int = 0) -> dict:
+def generator_params(model: str, workload: str, tokens: int, seed: int = 0, shape: tuple | None = None) -> dict:
     """Every parameter of the generator for this (model, workload), as JSON-ready values."""
-    mc, wl = _model(model), workload_preset(workload)
+    mc, wl = _model(model, shape), workload_preset(workload)
     tokens, seed = _check_int("tokens", tokens, 1), _check_int("seed", seed, 0)
     k, w = mc.top_k, max(mc.top_k + 1, int(round(mc.ws_mult * mc.top_k)))
     pop_seed = zlib.crc32(f"{model}/{wl['domain']}".encode())
@@ -111,13 +119,15 @@ def generator_params(model: str, workload: str, tokens: int, seed: int = 0) -> d
             "target_reuse": np.round(reuse, 4).tolist(), "target_entropy": np.round(entropy, 4).tolist()}
 
 
-def synthesize(model: str, workload: str = DEFAULT_WORKLOAD, tokens: int = 4096, seed: int = 0) -> Trace:
-    """A synthetic trace of ``tokens`` decode tokens for a model class and workload preset.
+def synthesize(model: str, workload: str = DEFAULT_WORKLOAD, tokens: int = 4096, seed: int = 0,
+               shape: tuple | None = None) -> Trace:
+    """A synthetic trace of ``tokens`` decode tokens for a model class and workload preset; any
+    other routing shape (``shape``) gets an assumed profile, marked in ``meta.routing_assumed``.
 
     The per-token draws use ``default_rng([seed, crc32(workload)])``, so two workloads of the same
     domain share popular experts but not their token sequences."""
-    mc, wl = _model(model), workload_preset(workload)
-    gp = generator_params(model, workload, tokens, seed)
+    mc, wl = _model(model, shape), workload_preset(workload)
+    gp = generator_params(model, workload, tokens, seed, shape)
     perm, _ = _layout(gp["popularity_seed"], mc.n_layers, mc.n_experts)
     pop = popularity(np.array(gp["zipf_exponent"]), perm)
     rng = np.random.default_rng([gp["seed"], zlib.crc32(workload.encode())])
@@ -129,4 +139,7 @@ def synthesize(model: str, workload: str = DEFAULT_WORKLOAD, tokens: int = 4096,
             "dense_layers": list(mc.dense_layers), "shared_experts": mc.shared_experts,
             "source": "synthetic", "workload": workload, "acceptance": float(wl["acceptance"]),
             "prompt_id": f"synthetic/{workload}/seed{gp['seed']}", "segments": n_seg, "generator": gp}
+    assumed = routing_assumption(mc)
+    if assumed is not None:
+        meta["routing_assumed"] = assumed
     return Trace(meta=meta, experts=experts, alt_experts=alt).validate()

@@ -189,6 +189,12 @@ class Policy(abc.ABC):
         """Extra numbers for the result row (e.g. MoE-SpAc's hot/cold precision)."""
         return {}
 
+    def slot_request(self, n_layers: int, n_experts: int) -> int | None:
+        """Expert slots an engine knob of this policy asks for (llama.cpp ``--n-cpu-moe``,
+        kTransformers' GPU experts), read by the runner before the memory plan; None: the run's
+        ``cache_ratio`` / ``slots_per_layer`` decide."""
+        return None
+
 
 def resident_or(cache, layer: int, counts: np.ndarray, otherwise: int) -> np.ndarray:
     """``where`` array: GPU for requested experts resident in ``layer``, ``otherwise`` for the rest."""

@@ -32,11 +32,18 @@ def policy_preset(name: str) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True) or {}
 
 
+def policy_runtime(name: str) -> str:
+    """The runtime profile (conf/runtime) the policy's system is built on; custom_cuda if unnamed."""
+    return policy_preset(name).get("runtime") or "custom_cuda"
+
+
 def make_policy(name: str, **overrides):
     """Instantiate the policy preset ``name``; ``overrides`` replace preset parameters."""
     params = dict(policy_preset(name))
     target = params.pop("_target_")
     params.pop("description", None)
+    params.pop("runtime", None)
+    overrides.pop("runtime", None)
     params.update(overrides)
     module, cls = target.rsplit(".", 1)
     policy = getattr(importlib.import_module(module), cls)(**params)

@@ -28,12 +28,27 @@ class LlamaCppStatic(Policy):
     Parameters:
         gpu_layers: which end of the model keeps its experts on the GPU, ``"last"`` (default,
             what ``--n-cpu-moe N`` does: the first N layers' experts on the CPU) or ``"first"``.
+            A number (``-ngl N``: whole layers, attention too, on the CPU) is refused: the engine
+            runs every attention on the GPU, so it is not modelled.
+        n_cpu_moe: ``--n-cpu-moe N``: the experts of the first N MoE layers stay on the CPU, those
+            of the other layers are on the GPU (the slots follow; ``cache_ratio`` is ignored).
     """
 
     speculative = False
 
-    def __init__(self, gpu_layers: str = "last"):
+    def __init__(self, gpu_layers: str = "last", n_cpu_moe: int | None = None):
+        if not isinstance(gpu_layers, str):
+            raise ValueError(f"policy.gpu_layers={gpu_layers!r}: whole-layer offload with attention on the CPU "
+                             "(-ngl) is not modelled; allowed: 'last', 'first' (use policy.n_cpu_moe=N)")
+        if n_cpu_moe is not None and (not isinstance(n_cpu_moe, int) or n_cpu_moe < 0):
+            raise ValueError(f"policy.n_cpu_moe must be an integer >= 0, got {n_cpu_moe!r}")
         self.gpu_layers = gpu_layers
+        self.n_cpu_moe = n_cpu_moe
+
+    def slot_request(self, n_layers: int, n_experts: int) -> int | None:
+        if self.n_cpu_moe is None:
+            return None
+        return (n_layers - min(self.n_cpu_moe, n_layers)) * n_experts
 
     def initial_residency(self) -> list[tuple[int, int]]:
         c = self.ctx
@@ -58,6 +73,7 @@ class LlamaCppSpec(LlamaCppStatic):
 
     Parameters:
         gpu_layers: as :class:`LlamaCppStatic` (default ``"last"``, ``--n-cpu-moe`` placement).
+        n_cpu_moe: as :class:`LlamaCppStatic` (``--n-cpu-moe N``; None: ``cache_ratio`` decides).
     """
 
     speculative = True
@@ -134,18 +150,31 @@ class KTransformers(Policy):
             1.25-4.09x decode speedup over llama.cpp/Fiddler reported in the SOSP'25 abstract; a
             rough attribution, since that range also includes NUMA-aware tensor parallelism and
             CUDA graphs on dual-socket Xeons, not available on a one-socket desktop.
+        gpu_experts_per_layer: the K most popular experts of every layer on the GPU (its
+            per-layer GPU expert count); None: the global top ``n_slots`` (``--kt-num-gpu-experts``).
     """
 
     speculative = False
     needs_profile = True
 
-    def __init__(self, cpu_speedup: float = 1.25):
+    def __init__(self, cpu_speedup: float = 1.25, gpu_experts_per_layer: int | None = None):
         self.cpu_speedup = cpu_speedup
         self.cpu_efficiency_scale = cpu_speedup
+        self.gpu_experts_per_layer = gpu_experts_per_layer
+
+    def slot_request(self, n_layers: int, n_experts: int) -> int | None:
+        k = self.gpu_experts_per_layer
+        return None if k is None else min(int(k), n_experts) * n_layers
 
     def initial_residency(self) -> list[tuple[int, int]]:
         c = self.ctx
-        return most_popular(c.profile, c.n_layers, c.n_experts, c.n_slots, c.seed)
+        if self.gpu_experts_per_layer is None:
+            return most_popular(c.profile, c.n_layers, c.n_experts, c.n_slots, c.seed)
+        k, out = c.n_slots // c.n_layers, []
+        for l in range(c.n_layers):
+            row = None if c.profile is None else c.profile[l:l + 1]
+            out += [(l, e) for _, e in most_popular(row, 1, c.n_experts, k, c.seed + l)]
+        return out
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         return Placement(np.where(cache.resident[layer], GPU, CPU).astype(np.int8))

@@ -24,18 +24,21 @@ def _check(cfg: dict) -> None:
 def breakeven_command(cfg: DictConfig) -> dict:
     """Run :func:`sim.speculation.breakeven.breakeven` on the composed config; returns its summary."""
     from sim import config
+    from sim.cli import _specs
     from sim.cost_model import CostModel
+    from sim.policies.registry import policy_runtime
     from sim.speculation.breakeven import breakeven, figure, report, to_json
 
     c = OmegaConf.to_container(cfg, resolve=True)
     _check(c)
     out = Path(c["out"])
     args = {k: c[k] for k in ("workload", "cache_ratio", "gen_tokens", "seed", "prompt_tokens", "context")}
-    args.update(hardware=c["hardware"], model=c["model"], draft=c["draft"], experiment="breakeven")
+    args.update(_specs(cfg), experiment="breakeven")
     b = breakeven(args, c["ar_policies"], c["sd_policies"], [float(a) for a in c["acceptances"]],
                   int(c["gamma_min"]), int(c["gamma_max"]), c["ratios"] if c["map"] else None,
                   bool(c["equal_vram"]))
-    cost = CostModel(config.hardware(c["hardware"]), config.model(c["model"]), config.draft(c["draft"]))
+    hw = config.hardware(args["hardware"], runtime=args["runtime"], default_runtime=policy_runtime(c["sd_policies"][0]))
+    cost = CostModel(hw, config.model(c["model"]), config.draft(c["draft"]))
     ratio = cost.draft_token_s(c["prompt_tokens"] + c["gen_tokens"] // 2) / b.ar_token_s
     print(report(b, ratio))
     print(f"comparison: {'equal VRAM (AR policies get the draft VRAM as expert slots)' if c['equal_vram'] else 'equal cache ratio (same expert slots for AR and SD)'}")
@@ -43,6 +46,6 @@ def breakeven_command(cfg: DictConfig) -> dict:
     text = OmegaConf.to_yaml(cfg, resolve=True).encode()
     atomic_write_bytes(out / "config.yaml", lambda f: f.write(text))
     if b.map:
-        figure(b, out / "breakeven.png", f"{c['model']['name']} on {c['hardware']['name']}, {c['workload']}", ratio)
+        figure(b, out / "breakeven.png", f"{c['model']['name']} on {hw.name}, {c['workload']}", ratio)
         print(f"figure: {out / 'breakeven.png'}")
     return {"breakeven": b.breakeven, "ar_policy": b.ar_policy, "draft_ratio": ratio}

@@ -1,0 +1,196 @@
+"""A machine composed of datasheet parts (GPU, host, link) and a runtime profile.
+
+``conf/gpu``, ``conf/host`` and ``conf/link`` hold datasheet facts only; ``conf/runtime`` holds what
+an implementation achieves on them (fractions of bandwidth and FLOP/s, launch and join overheads,
+copy path), per device kind. :func:`compose` turns the four into the flat
+:class:`sim.config.HardwareSpec` the cost model reads, so the hot loop sees plain numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from omegaconf import OmegaConf
+
+from sim.paths import CONF_DIR
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """GPU datasheet: VRAM (GiB), memory bandwidth (GB/s), dense FP16 tensor TFLOP/s, INT8 TOPS."""
+
+    name: str
+    gpu: str
+    kind: str
+    vram_gib: float
+    mem_bw_gbs: float
+    fp16_tflops: float
+    int8_tops: float
+    fp8: bool
+    sms: int
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """Host datasheet: cores (all sockets), memory channels and MT/s per socket, theoretical GB/s per socket."""
+
+    name: str
+    cpu: str
+    kind: str
+    cores: int
+    sockets: int
+    mem_channels: int
+    mem_mts: float
+    mem_bw_gbs: float
+    cross_socket_gbs: float
+    isa: str
+    fp32_tflops: float
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """Host-to-device link: raw, effective pinned and pageable H2D GB/s, per-copy latency (us)."""
+
+    name: str
+    link: str
+    raw_gbs: float
+    h2d_gbs: float
+    pageable_gbs: float
+    latency_us: float
+
+
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """What an implementation adds to the datasheet (see conf/runtime/custom_cuda.yaml per field)."""
+
+    name: str
+    description: str
+    gpu_mem_eff: float
+    gpu_flops_eff: float
+    gpu_kernel_us: float
+    cpu_mem_eff: float
+    cpu_flops_eff: float
+    cpu_expert_us: float
+    layer_sync_us: float
+    step_overhead_us: float
+    draft_overhead_us: float
+    kernels_per_layer: int
+    kernels_per_shared_expert: int
+    kernels_per_draft_layer: int
+    reserved_gib: float
+    workspace_gib: float
+    draft_workspace_gib: float
+    copy: str
+    copies_per_expert: int
+    numa_aware: bool
+    gpu_quant_eff: dict
+    cpu_quant_eff: dict
+    by_kind: dict
+
+    def for_kinds(self, *kinds: str) -> "RuntimeSpec":
+        """This profile with its ``by_kind`` overrides for the given device kinds applied (in order)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for kind in kinds:
+            data.update(self.by_kind.get(kind) or {})
+        return RuntimeSpec(**data)
+
+
+def load_yaml(group: str, name: str) -> dict:
+    """``conf/<group>/<name>.yaml`` as a dict, with a same-group ``defaults`` list merged first."""
+    from sim.config import load_preset
+
+    data = load_preset(group, name)
+    merged: dict = {}
+    for entry in data.pop("defaults", []) or []:
+        if isinstance(entry, str) and entry != "_self_":
+            merged.update(load_yaml(group, entry))
+    merged.update(data)
+    return merged
+
+
+def composition(name: str) -> dict | None:
+    """A named machine (``conf/hardware/<name>.yaml``) as ``{name, gpu, host, link, **overrides}``;
+    ``None`` when the file is a flat machine (a ``real profile`` output)."""
+    raw = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "hardware" / f"{name}.yaml"), resolve=True)
+    if "defaults" not in raw:
+        return None
+    parts = {}
+    for entry in raw["defaults"]:
+        if isinstance(entry, dict):
+            (key, value), = entry.items()
+            if key.lstrip("/") in ("gpu", "host", "link"):
+                parts[key.lstrip("/")] = value
+    node = {k: v for k, v in (raw.get("hardware") or {}).items() if v is not None}
+    return {**node, **parts}
+
+
+def _part(cls, group: str, value, source: str):
+    from sim.config import build_spec
+
+    data = load_yaml(group, value) if isinstance(value, str) else dict(value)
+    return build_spec(cls, data, f"{source}.{group}" if not isinstance(value, str) else f"conf/{group}/{value}.yaml")
+
+
+def _label(group: str, spec, preset_name: str | None) -> str:
+    """The part's name, with the fields that differ from its preset (``rtx4090[vram_gib=8]``)."""
+    if not preset_name:
+        return spec.name
+    try:
+        ref = load_yaml(group, spec.name)
+    except ValueError:
+        return spec.name
+    diff = [f"{k}={getattr(spec, k)}" for k in ref if hasattr(spec, k) and getattr(spec, k) != ref[k]]
+    return f"{spec.name}[{','.join(diff)}]" if diff else spec.name
+
+
+def host_bandwidth(host: HostSpec, numa_aware: bool) -> float:
+    """Theoretical DRAM GB/s the CPU experts see: every socket's when the runtime replicates experts
+    per NUMA node; otherwise one socket's plus what the socket link carries from the others."""
+    total = host.sockets * host.mem_bw_gbs
+    if numa_aware or host.sockets == 1:
+        return total
+    return min(total, host.mem_bw_gbs + host.cross_socket_gbs)
+
+
+def compose(comp: dict, runtime: RuntimeSpec) -> dict:
+    """The flat machine fields of a composition ``{name, gpu, host, link, **flat overrides}``."""
+    src = f"hardware {comp.get('name', '?')}"
+    g, h, l = (_part(GpuSpec, "gpu", comp["gpu"], src), _part(HostSpec, "host", comp["host"], src),
+               _part(LinkSpec, "link", comp["link"], src))
+    rt = runtime.for_kinds(h.kind, g.kind)
+    labels = [_label(grp, s, s.name) for grp, s in (("gpu", g), ("host", h), ("link", l))]
+    name = comp.get("name") or "+".join(labels)
+    ref = composition(name) if (CONF_DIR / "hardware" / f"{name}.yaml").exists() else None
+    if ref is not None and ([ref.get(k) for k in ("gpu", "host", "link")] != [g.name, h.name, l.name]
+                            or any("[" in x for x in labels)):
+        name = "+".join(labels)   # a part was replaced or changed: the name says which
+    flat = dict(
+        name=name, gpu=g.gpu, vram_gib=g.vram_gib, gpu_mem_bw_gbs=g.mem_bw_gbs, gpu_mem_eff=rt.gpu_mem_eff,
+        gpu_tflops=g.fp16_tflops, gpu_flops_eff=rt.gpu_flops_eff, gpu_kernel_us=rt.gpu_kernel_us,
+        pcie_h2d_gbs=l.h2d_gbs if rt.copy == "pinned" else l.pageable_gbs, pcie_latency_us=l.latency_us,
+        cpu=h.cpu, cpu_mem_bw_gbs=host_bandwidth(h, rt.numa_aware), cpu_mem_eff=rt.cpu_mem_eff,
+        cpu_tflops=h.fp32_tflops, cpu_flops_eff=rt.cpu_flops_eff, cpu_threads=h.cores,
+        cpu_expert_us=rt.cpu_expert_us, layer_sync_us=rt.layer_sync_us, step_overhead_us=rt.step_overhead_us,
+        reserved_gib=rt.reserved_gib, workspace_gib=rt.workspace_gib, draft_workspace_gib=rt.draft_workspace_gib,
+        runtime=rt.name,
+        draft_overhead_us=rt.draft_overhead_us, kernels_per_layer=rt.kernels_per_layer,
+        kernels_per_shared_expert=rt.kernels_per_shared_expert, kernels_per_draft_layer=rt.kernels_per_draft_layer,
+        copies_per_expert=rt.copies_per_expert, gpu_quant_eff=dict(rt.gpu_quant_eff),
+        cpu_quant_eff=dict(rt.cpu_quant_eff), parts={"gpu": g.name, "host": h.name, "link": l.name})
+    flat.update({k: v for k, v in comp.items() if k not in ("name", "gpu", "host", "link", "runtime")
+                 and v is not None})
+    return flat
+
+
+def runtime_spec(value, default: str = "custom_cuda") -> RuntimeSpec:
+    """A runtime from a name, or a mapping: ``name: policy`` (or no name) patches ``default`` with its
+    non-null fields; any other mapping is a complete profile (or patches the profile it names)."""
+    from sim.config import build_spec
+
+    if value is None or isinstance(value, str):
+        name = default if value in (None, "policy") else value
+        return build_spec(RuntimeSpec, load_yaml("runtime", name), f"conf/runtime/{name}.yaml")
+    patch = {k: v for k, v in dict(value).items() if v is not None and k != "defaults"}
+    base_name = patch.get("name") if patch.get("name") not in (None, "policy") else default
+    data = load_yaml("runtime", base_name)
+    data.update(patch, name=base_name)
+    return build_spec(RuntimeSpec, data, f"runtime {base_name}")

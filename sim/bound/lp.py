@@ -180,7 +180,7 @@ def decode_bound(cost: CostModel, sched, n_slots: int, context0: int = 256, inte
                    integrality=integrality, bounds=Bounds(lo, hi), options={"time_limit": time_limit})
         value, status = (res.fun if res.x is not None else np.nan), str(res.message)
     else:
-        res = linprog(obj, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=np.c_[lo, hi], method="highs-ipm",
+        res = linprog(obj, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=np.c_[lo, hi], method="highs",
                       options={"time_limit": time_limit})
         value, status = res.fun, res.message
         if res.status != 0:

@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.names import MOESPAC
+from analysis.names import MOESPAC, canonical
+from sim.identity import IDENTITY_COLUMNS
 from sim.results import REQUIRED, read_results
+
+SETTING = ("model", "hardware", "cache_ratio", "gen_tokens")   # shown in the note
+HIDDEN_SETTING = ("model_spec", "hardware_spec", "gen_tokens_asked", "prompt_tokens", "context", "seed",
+                  "code_version")                                # also part of a setting when present
 
 MAIN_EXPERIMENTS = ("paper_qwen3",)
 PAPER_GAMMA = 8
@@ -36,6 +41,10 @@ def load_results(path: str | Path) -> pd.DataFrame:
         raise AnalysisError(f"{path}: result rows lack required columns {missing}")
     if "source" not in df.columns:
         df["source"] = "sim"
+    df["policy"] = df["policy"].map(canonical)   # old names of the heuristic oracles
+    if "run_id" in df.columns:   # the same inputs twice (a copied folder): one row
+        has = df["run_id"].notna()
+        df = pd.concat([df[has].drop_duplicates("run_id", keep="last"), df[~has]], ignore_index=True)
     return df
 
 
@@ -48,8 +57,23 @@ class Slice:
 
 
 def _setting(df: pd.DataFrame) -> pd.Series:
-    return df["model"] + " | " + df["hardware"] + " | " + df["cache_ratio"].round(4).astype(str) + \
-        " | " + df["gen_tokens"].astype(str)
+    """One string per row naming its setting: the shown columns plus every hidden identity column present."""
+    cols = list(SETTING) + [c for c in HIDDEN_SETTING if c in df.columns]
+    return df[cols].map(str).agg(" | ".join, axis=1)
+
+
+def _varying(rows: pd.DataFrame, cols) -> list[str]:
+    return [c for c in cols if c in rows.columns and rows[c].map(str).nunique(dropna=False) > 1]
+
+
+def _refuse_mixed(rows: pd.DataFrame) -> None:
+    """No table may average rows of one (policy, workload) that differ in an identity field."""
+    if "run_id" not in rows.columns:
+        return
+    for (policy, workload), g in rows.groupby(["policy", "workload"]):
+        if g["run_id"].nunique() > 1:
+            raise AnalysisError(f"rows of {policy} on {workload} differ in {_varying(g, IDENTITY_COLUMNS)}: "
+                                "refusing to average them; put them in separate results folders or experiments")
 
 
 def main_slice(df: pd.DataFrame, experiment: str | None = None, model: str | None = None) -> Slice:
@@ -79,11 +103,15 @@ def main_slice(df: pd.DataFrame, experiment: str | None = None, model: str | Non
     gammas = rows.loc[sd, "gamma"]
     gamma = PAPER_GAMMA if (gammas == PAPER_GAMMA).any() else (int(gammas.mode()[0]) if len(gammas) else None)
     rows = rows[~sd | (rows["gamma"] == gamma)]
-    note = f"experiment {experiment}, setting (model | hardware | cache_ratio | gen_tokens) = {chosen}"
+    _refuse_mixed(rows)
+    shown = " | ".join(str(rows[c].iloc[0]) for c in SETTING)
+    note = f"experiment {experiment}, setting (model | hardware | cache_ratio | gen_tokens) = {shown}"
     if gamma is not None:
         note += f", speculative policies at gamma={gamma}"
     if setting.nunique() > 1:
-        note += f" ({setting.nunique() - 1} other settings of this experiment left out)"
+        others = sim[(sim["experiment"] == experiment)]
+        note += (f" ({setting.nunique() - 1} other settings of this experiment left out; they differ in "
+                 f"{', '.join(_varying(others, SETTING + HIDDEN_SETTING))})")
     return Slice(rows.copy(), note)
 
 

@@ -18,7 +18,7 @@ from analysis.names import MOESPAC, SD_BASELINE
 from analysis.style import save
 from analysis.tables import AVERAGE, hot_precision_summary, tps_by_workload
 from analysis.timeline_fig import find_timeline_files, plot_timeline, simulate_events
-from traces.io import atomic_write_bytes
+from traces.atomic import atomic_write_bytes, check_writable
 
 TIMELINE_MODES = ("auto", "files", "simulate", "off")
 
@@ -28,9 +28,12 @@ def build_report(results: str | Path, out: str | Path = "out/report", experiment
     """Write ``out/report.md`` and its PNG figures from the result rows below ``results``."""
     if timeline not in TIMELINE_MODES:
         raise ValueError(f"timeline must be one of {', '.join(TIMELINE_MODES)}, got {timeline!r}")
+    if timeline in ("auto", "simulate"):
+        from traces.synth import list_workloads
+        if timeline_workload not in list_workloads():
+            raise ValueError(f"timeline_workload={timeline_workload!r}: must be one of {', '.join(list_workloads())}")
     t0 = time.perf_counter()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_writable(out, "out", kind="dir")
     df = load_results(results)
     log(f"[analysis] read {len(df)} rows ({df['experiment'].nunique()} experiments) from {results} "
         f"in {time.perf_counter() - t0:.2f} s")
@@ -52,7 +55,10 @@ def build_report(results: str | Path, out: str | Path = "out/report", experiment
         md += part + ([""] if part else [])
     log(f"[analysis] tables done at {time.perf_counter() - t0:.2f} s")
     md += ["## Figures", ""] + _figures(df, main.rows, out, log, t0)
-    md += _timeline(results, main.rows, out, timeline, timeline_workload, log) + [""]
+    tl = _timeline(results, main.rows, out, timeline, timeline_workload, log)
+    if timeline in ("files", "simulate") and "skipped" in tl[0]:
+        log(f"[analysis] warning: the requested timeline was {tl[0].split('**: ', 1)[-1]}")
+    md += tl + [""]
     path = out / "report.md"
     text = "\n".join(md).encode()
     atomic_write_bytes(path, lambda f: f.write(text))

@@ -20,7 +20,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from sim.expert_cache import ExpertCache  # noqa: E402
-from sim.policies.base import CostTable, PolicyContext, Signals  # noqa: E402
+from sim.cost_table import CostTable  # noqa: E402
+from sim.policies.base import PolicyContext, Signals  # noqa: E402
 from sim.policies.moespac import MoESpAc  # noqa: E402
 
 L, E, K_TOP, SLOTS, GAMMA = 48, 128, 8, 1044, 8
@@ -72,7 +73,7 @@ def run(policy_kwargs: dict, counts: np.ndarray, xfers: int) -> tuple[np.ndarray
             for _ in range(xfers):      # the link: time the policy's calls, not the cache's
                 t0 = clock()
                 item = pol.next_transfer(cache)
-                v = pol.victim(*item, cache) if item is not None and cache.n_free <= 0 else None
+                v = pol.victim(*item, cache, False) if item is not None and cache.n_free <= 0 else None
                 dt = clock() - t0
                 if item is None:
                     break

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = parse(_options(command), args)
         return _dispatch(command, opts)
-    except (OptionError, ValueError, KeyError) as exc:
+    except (OptionError, ValueError, KeyError, OSError) as exc:
         print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
 

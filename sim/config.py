@@ -6,7 +6,10 @@ file (or group) and the field with its allowed range.
 """
 from __future__ import annotations
 
+import copy
+import os
 from dataclasses import MISSING, dataclass, fields
+from functools import lru_cache
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -62,6 +65,10 @@ class HardwareSpec:
     gpu_quant_eff: dict | None = None       # expert format -> multiplier on gpu_mem_eff
     cpu_quant_eff: dict | None = None       # expert format -> multiplier on cpu_mem_eff
     parts: dict | None = None               # the gpu/host/link presets it was composed of
+    cpu_op_us: float = 0.0                  # conf/runtime/custom_cuda.yaml documents these four
+    cpu_ops_per_layer: int = 0
+    cpu_kv_eff: float = 1.0
+    sample_us: float = 0.0
 
     def __post_init__(self):
         if self.draft_overhead_us is None:
@@ -182,6 +189,16 @@ def build_spec(cls, data: Any, source: str):
     return cls(**data)
 
 
+@lru_cache(maxsize=512)
+def _read_yaml(path: str, mtime_ns: int) -> dict:
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+
+
+def read_yaml(path) -> dict:
+    """A YAML file as a fresh dict (parsed once per file version: OmegaConf parsing is slow)."""
+    return copy.deepcopy(_read_yaml(str(path), os.stat(path).st_mtime_ns))
+
+
 def load_preset(group: str, name: str) -> dict:
     """The YAML preset ``conf/<group>/<name>.yaml`` as a dict; unknown names list the valid ones."""
     path = CONF_DIR / group / f"{name}.yaml"
@@ -193,7 +210,7 @@ def load_preset(group: str, name: str) -> dict:
         comp = composition(name)
         if comp is not None:
             return comp
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    return read_yaml(path)
 
 
 def hardware(name_or_cfg, runtime=None, default_runtime: str = "custom_cuda") -> HardwareSpec:

@@ -7,6 +7,11 @@ the experts' quant format; the runtime may scale the achieved bandwidth per form
 (``gpu_quant_eff`` / ``cpu_quant_eff``). Tables measured by ``python -m real profile`` (``hardware.tables``) override the
 roofline for expert times and transfers: ``gpu_expert_us[n]`` / ``cpu_expert_us[n]`` by tokens
 ``n = 0..N`` and ``transfer_us`` for one expert.
+
+A ``STREAM`` placement (vLLM's UVA offload) is charged as one expert's ``transfer_s`` on the link
+followed by its GPU time from the table: the executors copy the weights into a staging buffer and
+then compute, so the simulator models what the real executor does (a zero-copy kernel that reads
+host memory while computing, overlapping the two, is not modelled).
 """
 from __future__ import annotations
 
@@ -15,9 +20,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.config import DraftSpec, HardwareSpec, ModelSpec
-from sim.policies.base import CostTable
+from sim.cost_table import CostTable
 
 GB, US, GIB = 1e9, 1e-6, 2 ** 30
+
+TABLE_MIN_TOKENS = 64   # expert tables cover at least 0..64 tokens (beyond: linear extrapolation)
+
+
+def table_tokens(gamma: int) -> int:
+    """The largest per-expert token count a run's tables cover (a verify window is gamma+1)."""
+    return max(TABLE_MIN_TOKENS, gamma + 1)
 
 
 @dataclass(frozen=True)
@@ -32,7 +44,7 @@ class CostModel:
     model: ModelSpec
     draft: DraftSpec
     cpu_scale: float = 1.0
-    n_max: int = 64
+    n_max: int = TABLE_MIN_TOKENS
 
     # --- experts -------------------------------------------------------------------------
     @property
@@ -81,11 +93,6 @@ class CostModel:
             return n_experts * float(t["transfer_us"]) * US
         return self.hw.pcie_latency_us * US + n_experts * self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
 
-    def stream_s(self, n: int) -> float:
-        """GPU time for one expert whose weights are read over PCIe by the kernel (UVA): link-bound."""
-        return max(self.expert_bytes / (self.hw.pcie_h2d_gbs * GB), float(self._expert_flops(n))
-                   / (self.hw.gpu_tflops * 1e12 * self.hw.gpu_flops_eff)) + self.hw.gpu_kernel_us * US
-
     # --- non-expert parts -------------------------------------------------------------------
     def layer_fixed_s(self, n_tokens: int, context: int) -> float:
         """Attention, router and shared experts of one MoE layer on the GPU for ``n_tokens`` tokens."""
@@ -99,14 +106,37 @@ class CostModel:
         kernels = hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
         return max((weight_bytes + kv_bytes) / bw, compute) + kernels * hw.gpu_kernel_us * US
 
-    def step_fixed_s(self, n_tokens: int) -> float:
-        """Per target forward: embeddings, dense layers, final norm, lm_head, host overhead."""
+    def cpu_layer_fixed_s(self, n_tokens: int, context: int) -> float:
+        """Attention, router and shared experts of one MoE layer computed on the CPU (a layer
+        offloaded whole, llama.cpp ``-ngl``): weights and the layer's KV cache read from host DRAM,
+        plus the runtime's per-op thread-pool cost (``cpu_ops_per_layer x cpu_op_us``)."""
         hw, m = self.hw, self.model
-        bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
+        bw = hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff
+        weight_bytes = (m.attn_params_per_layer + m.hidden * m.n_experts + m.shared_params) * m.bytes_per_param
+        kv_bytes = m.kv_bytes(context) / max(1, m.n_layers + m.n_dense_layers)
+        flops = 2.0 * n_tokens * (m.attn_params_per_layer + m.shared_params)
+        compute = flops / (hw.cpu_tflops * 1e12 * hw.cpu_flops_eff)
+        mem = weight_bytes / bw + kv_bytes / (bw * hw.cpu_kv_eff)
+        return max(mem, compute) + hw.cpu_ops_per_layer * hw.cpu_op_us * US
+
+    def step_fixed_s(self, n_tokens: int) -> float:
+        """Per target forward: embeddings, dense layers, final norm, lm_head, host overhead, and
+        sampling at each of the ``n_tokens`` verified positions (``sample_us`` each)."""
+        hw = self.hw
+        return self._head_s(n_tokens, hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff, hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
+
+    def cpu_step_fixed_s(self, n_tokens: int) -> float:
+        """:meth:`step_fixed_s` with the output layer and dense layers on the CPU (llama.cpp ``-ngl``
+        at most the layer count): their weights read from host DRAM at the CPU's rates."""
+        hw = self.hw
+        return self._head_s(n_tokens, hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff, hw.cpu_tflops * 1e12 * hw.cpu_flops_eff)
+
+    def _head_s(self, n_tokens: int, bw: float, rate: float) -> float:
+        hw, m = self.hw, self.model
         dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * m.dense_intermediate)
         lm = (m.lm_head_params + dense) * m.bytes_per_param
         flops = 2.0 * n_tokens * (m.lm_head_params + dense)
-        return max(lm / bw, flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)) + hw.step_overhead_us * US
+        return max(lm / bw, flops / rate) + hw.step_overhead_us * US + n_tokens * hw.sample_us * US
 
     def draft_token_s(self, context: int) -> float:
         """One draft forward of one token (GEMV over all draft weights, plus its KV cache)."""

@@ -1,18 +1,23 @@
-"""An independent evaluator for policies that never prefetch: a plain free-at recurrence.
+"""An event-free evaluator for policies that never prefetch: the engine's recurrence without SimPy.
 
-No event queue: per layer, the GPU's and the link's "free at" times are advanced by hand. It calls
-the policy at the same protocol points as :class:`sim.engine.Engine` and must agree with it to
-rounding error on any trace; the tests use it as a cross-check of the SimPy engine, and it is about
-30x faster for static policies (llama.cpp-style placement, Fiddler-style splits, fetch-on-miss).
+It runs the same :class:`sim.protocol.ProtocolCore` as :class:`sim.engine.Engine` and advances
+the GPU's and the link's "free at" times by the same arithmetic (:func:`sim.protocol.layer_end_delay`),
+so on every policy it accepts it returns the engine's decode time and counters exactly. It accepts
+exactly the policies that never prefetch: those that keep the protocol's default
+:meth:`sim.policies.base.Policy.next_transfer`; any other raises :class:`PrefetchingPolicyError`
+before running (when and how often the link asks for a prefetch needs the event engine). Demand
+fetches, streams, block copies (``bulk``), ``extra_fetch`` and CPU fallbacks are all supported.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from sim.cost_model import CostModel
+from sim.engine import requests_by_layer
 from sim.expert_cache import ExpertCache
-from sim.policies.base import CPU, FETCH, GPU, STREAM, Policy
-from sim.signals import DRAFT_ACCURACY, NEXT_LAYER_ACCURACY, LazySignals
+from sim.policies.base import Policy
+from sim.protocol import ProtocolCore, layer_end_delay
+from sim.signals import LazySignals
 from traces.windows import Schedule
 
 
@@ -20,86 +25,71 @@ class PrefetchingPolicyError(ValueError):
     """The fast evaluator only handles policies whose ``next_transfer`` never returns work."""
 
 
+def check_supported(policy: Policy) -> None:
+    """Raise :class:`PrefetchingPolicyError` unless ``policy`` keeps the default ``next_transfer``."""
+    if type(policy).next_transfer is not Policy.next_transfer:
+        raise PrefetchingPolicyError(
+            f"policy {policy.name!r} may prefetch (it defines next_transfer); the fast evaluator handles "
+            "only policies that never prefetch: use the SimPy engine (sim.engine.Engine, python -m sim run)")
+
+
 def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedule: Schedule,
-                     context0: int = 256, seed: int = 0) -> dict:
-    """Decode time, tokens and hit/transfer counts of ``policy`` on ``schedule`` by recurrence."""
-    gpu_tab, cpu_tab, xfer = cost.gpu_expert_table(), cost.cpu_expert_table(), cost.transfer_s()
+                     context0: int = 256, seed: int = 0):
+    """The engine's :class:`sim.metrics.Counters` (decode time, tokens, hits, transfers) by recurrence."""
+    check_supported(policy)
+    core = ProtocolCore(policy, cache, expert_bytes=cost.expert_bytes, gpu_tab=cost.gpu_expert_table(),
+                           cpu_tab=cost.cpu_expert_table())
+    c, xfer, sync = core.c, cost.transfer_s(), cost.layer_sync_s()
+    req, nreq = requests_by_layer(schedule.counts)
     rng = np.random.default_rng(seed)
-    nacc = getattr(policy, "next_layer_accuracy", NEXT_LAYER_ACCURACY)
-    dacc = getattr(policy, "draft_accuracy", DRAFT_ACCURACY)
-    for layer, expert in policy.initial_residency():
-        cache.load(layer, expert)
+    core.load_initial()
     now, link_free, context = 0.0, 0.0, context0
-    out = {"tokens": 0, "hits": 0, "requests": 0, "fetches": 0, "cpu_execs": 0}
-    for s in range(schedule.n_steps):
-        signals = LazySignals(schedule.counts, s, rng, nacc, dacc)
-        policy.on_step_start(s, signals, cache)
-        _no_prefetch(policy, cache)
+    s = 0
+    while schedule.has_step(s):
+        schedule.begin_step(s, core.step_gamma(s, schedule.gamma))
+        if schedule.online:
+            (req[s],), (nreq[s],) = requests_by_layer(schedule.counts[s:s + 1])
+        signals = LazySignals(schedule.counts, s, rng, policy.next_layer_accuracy, policy.draft_accuracy)
+        core.step_start(s, signals)
         n = int(schedule.n_verify[s])
-        if schedule.gamma > 0:
-            now += schedule.gamma * cost.draft_token_s(context)
-        now += cost.step_fixed_s(n)
+        forwards = schedule.draft_decodes(s)
+        if forwards > 0:
+            now += (forwards + policy.draft_extra_decodes) * cost.draft_token_s(context)
+        now += cost.cpu_step_fixed_s(n) if policy.output_on_cpu else cost.step_fixed_s(n)
         attention = cost.layer_fixed_s(n, context)
+        cpu_attention = cost.cpu_layer_fixed_s(n, context) if policy.cpu_layers else 0.0
         for layer in range(cache.n_layers):
-            cache.pinned[layer] = True
-            policy.on_layer_start(layer, cache)
-            now += attention
-            counts = schedule.counts[s, layer]
+            core.layer_start(layer)
+            now += cpu_attention if layer in policy.cpu_layers else attention
             signals.layer = layer
-            where = np.asarray(policy.place(layer, counts, signals, cache).where)
-            gpu_t, cpu_s, link_free = _layer(now, layer, counts, where, cache, policy, gpu_tab, cpu_tab,
-                                             xfer, link_free, out)
-            end = max(gpu_t, now + cpu_s)
-            now = end + (cost.layer_sync_s() if cpu_s > 0 else 0.0)
-            cache.pinned[layer] = False
-            policy.on_layer_end(layer, counts, cache)
-            _no_prefetch(policy, cache)
+            plan = core.place(layer, schedule.counts[s, layer], signals, req[s][layer], nreq[s][layer])
+            lands, link_free = _copies(plan, now, link_free, xfer, cost, core)
+            delay, _, _ = layer_end_delay(plan.gpu_s, plan.cpu_s, now, lands, [w.gpu_s for w in plan.waits], sync)
+            now = max([now + delay] + lands)
+            core.layer_end(layer, schedule.counts[s, layer])
         context += int(schedule.produced[s])
-        out["tokens"] += int(schedule.produced[s])
-    out["decode_s"] = now
-    return out
+        c.tokens += int(schedule.produced[s])
+        c.steps += 1
+        core.step_end(s, n, int(schedule.produced[s]) - 1)
+        s += 1
+    c.decode_s = now
+    return c
 
 
-def _layer(now, layer, counts, where, cache, policy, gpu_tab, cpu_tab, xfer, link_free, out):
-    """One layer: GPU free-at time after its experts, CPU seconds, and the link's new free-at time."""
-    req = np.flatnonzero(counts)
-    out["requests"] += req.size
-    out["hits"] += int(cache.resident[layer, req].sum())
-    gpu_t, cpu_s, landed = now, 0.0, []
-    for e in req:
-        k, w = counts[e], where[e]
-        if w == GPU:
-            gpu_t += gpu_tab[k]
-        elif w == CPU:
-            cpu_s += cpu_tab[k]
-            out["cpu_execs"] += 1
-        elif w == FETCH and cache.resident[layer, e]:
-            gpu_t += gpu_tab[k]
-        elif w == STREAM or (w == FETCH and _reserve(layer, int(e), cache, policy)):
-            link_free = max(link_free, now) + xfer
-            landed.append((int(e), link_free, gpu_tab[k], w == STREAM))
-            out["fetches"] += 1
-        else:
-            cpu_s += cpu_tab[k]
-            out["cpu_execs"] += 1
-    for e, land, g, stream in landed:
-        if not stream:
-            cache.land(layer, e)
-            policy.on_transfer_done(layer, e, cache)
-        gpu_t = max(gpu_t, land) + g
-    return gpu_t, cpu_s, link_free
-
-
-def _reserve(layer: int, expert: int, cache: ExpertCache, policy: Policy) -> bool:
-    if cache.n_free <= 0:
-        victim = policy.victim(layer, expert, cache)
-        if victim is None:
-            return False
-        cache.evict(*victim)
-    cache.begin(layer, expert)
-    return True
-
-
-def _no_prefetch(policy: Policy, cache: ExpertCache) -> None:
-    if policy.next_transfer(cache) is not None:
-        raise PrefetchingPolicyError(f"policy {policy.name!r} prefetches; use the SimPy engine")
+def _copies(plan, now: float, link_free: float, xfer: float, cost: CostModel, core) -> tuple[list, float]:
+    """Landing time of every wait of ``plan`` (demand copies back to back on the link), and the
+    link's new free-at time; each copy lands (the core's bookkeeping) in link order."""
+    lands, by_key = [], {}
+    for w in plan.waits:
+        if w.copy is None:
+            lands.append(by_key[w.key])
+            continue
+        n = len(w.copy.experts)
+        link_free = max(now, link_free) + (xfer if n == 1 else cost.bulk_transfer_s(n))
+        lands.append(link_free)
+        for e in w.copy.experts:
+            by_key[(w.copy.layer, e)] = link_free
+    for w in plan.waits:
+        if w.copy is not None:
+            core.landed(w.copy)
+    return lands, link_free

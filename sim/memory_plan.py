@@ -68,13 +68,14 @@ class MemoryPlan:
 
 def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_ratio: float,
                 context: int = 4096, check: bool = True, n_slots: int | None = None,
-                vram_budget_gib: float | None = None) -> MemoryPlan:
+                vram_budget_gib: float | None = None, cpu_layers: int = 0) -> MemoryPlan:
     """Turn ``cache_ratio`` (or ``n_slots``, when an engine knob sets them) into slots and check
     that everything fits in VRAM (or in ``vram_budget_gib`` of it).
 
     ``context`` is the KV-cache length reserved for target and draft (sliding-window layers keep at
     most their window); the workspace is the runtime's ``workspace_gib`` plus its
-    ``draft_workspace_gib`` when a draft runs. With ``check=False`` an over-full plan is returned
+    ``draft_workspace_gib`` when a draft runs; ``cpu_layers`` MoE layers computed whole on the CPU
+    (``-ngl``) keep their attention, router and shared-expert weights and their KV in host DRAM. With ``check=False`` an over-full plan is returned
     anyway (for what-if tables).
     """
     if not 0.0 <= cache_ratio <= 1.0:
@@ -82,13 +83,14 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
     total = model.n_layers * model.n_experts
     if n_slots is not None and not 0 <= n_slots <= total:
         raise ConfigError(f"expert slots must lie in 0..{total} for {model.name}, got {n_slots}")
+    layer_params = model.attn_params_per_layer + model.hidden * model.n_experts + model.shared_params
     vram = hw.vram_gib if vram_budget_gib is None else min(hw.vram_gib, float(vram_budget_gib))
     plan = MemoryPlan(
         vram=vram * GIB,
         reserved=hw.reserved_gib * GIB,
-        non_expert=model.non_expert_params * model.bytes_per_param,
+        non_expert=(model.non_expert_params - cpu_layers * layer_params) * model.bytes_per_param,
         draft=draft.weight_bytes,
-        kv=model.kv_bytes(context) + context * draft.kv_bytes_per_token,
+        kv=model.kv_bytes(context) * (1 - cpu_layers / model.n_layers) + context * draft.kv_bytes_per_token,
         workspace=(hw.workspace_gib + (hw.draft_workspace_gib if draft.params > 0 else 0.0)) * GIB,
         expert_bytes=model.expert_bytes,
         n_experts_total=total,

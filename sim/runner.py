@@ -12,17 +12,14 @@ from functools import lru_cache
 import numpy as np
 
 from sim import config
-from sim.cost_model import CostModel
 from sim.engine import Engine
 from sim.expert_cache import ExpertCache
-from sim.memory_plan import MemoryPlan, plan_memory
-from sim.policies import make_policy
-from sim.policies.registry import policy_runtime
-from sim.policies.base import PolicyContext
+from sim.memory_plan import MemoryPlan
+from sim.policies import make_policy  # noqa: F401  (sim.runner.make_policy is patched by tests)
+from sim.protocol import build_context, policy_cost_model, routing_counts, table_context
 from traces.errors import TraceError
-from traces.io import load_trace
 from traces.schema import Trace
-from traces.windows import build_schedule
+from traces.windows import Schedule, build_schedule
 
 PROFILE_TOKENS = 1024
 PROFILE_SEED_OFFSET = 7919
@@ -67,6 +64,38 @@ def profile_counts(model: str, seed: int, shape: tuple | None = None) -> np.ndar
     return sum(_counts(synthetic_trace(model, w, per, seed + PROFILE_SEED_OFFSET, shape)) for w in names)
 
 
+@lru_cache(maxsize=64)
+def _preset_spec(kind: str, name: str):
+    return getattr(config, kind)(name)
+
+
+def spec(kind: str, name_or_cfg):
+    """``config.hardware|model|draft`` of a preset name (memoised: the specs are frozen) or of a
+    mapping (built each time)."""
+    if isinstance(name_or_cfg, str):
+        return _preset_spec(kind, name_or_cfg)
+    return getattr(config, kind)(name_or_cfg)
+
+
+@lru_cache(maxsize=64)
+def _synthetic_schedule(model: str, workload: str, tokens: int, seed: int, shape: tuple | None,
+                        gamma: int, gen_tokens: int, acceptance: float) -> Schedule:
+    trace = synthetic_trace(model, workload, tokens, seed, shape)
+    sched = build_schedule(trace, gamma, gen_tokens, acceptance, seed)
+    for a in (sched.counts, sched.n_verify, sched.produced, *sched.rows):
+        a.flags.writeable = False          # shared by every run of the point: nobody may change it
+    return sched
+
+
+def schedule(trace: Trace, synthetic_key: tuple | None, gamma: int, gen_tokens: int, acceptance: float,
+             seed: int) -> Schedule:
+    """The decode steps of a run; memoised (read-only) for synthetic traces, whose key
+    ``(model, workload, tokens, seed, shape)`` names them exactly."""
+    if synthetic_key is None:
+        return build_schedule(trace, gamma, gen_tokens, acceptance, seed)
+    return _synthetic_schedule(*synthetic_key, gamma, gen_tokens, float(acceptance))
+
+
 def workload_acceptance(workload: str) -> float:
     """The preset's per-token draft acceptance probability."""
     from traces.synth import workload_preset
@@ -81,15 +110,15 @@ def _check_trace(trace: Trace, m: config.ModelSpec) -> None:
                              f"is {trace.meta[field]} but model {m.name} has {want}; pass the matching model=")
 
 
-def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: float = 0.17,
+def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_ratio: float = 0.17,
             hardware="rtx4090_pcie4", model="qwen3_30b_a3b", draft="qwen3_4b_fp8", gamma: int = 8,
             gen_tokens: int = 512, seed: int = 0, trace: str | Trace | None = None,
             acceptance: float | None = None, experiment: str = "adhoc", prompt_tokens: int = 256,
             context: int = 4096, timeline: bool = False, policy_args: dict | None = None,
             overlap: bool | None = None, runtime=None, quant: str | None = None,
             quant_dense: str | None = None, slots_per_layer: int | None = None,
-            vram_budget_gib: float | None = None, acceptance_model: dict | None = None,
-            equal_vram: bool = False) -> RunResult:
+            vram_budget_gib: float | None = None, table_tokens: int | None = None,
+            equal_vram: bool = False, acceptance_model: dict | None = None) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``runtime`` (a conf/runtime name or mapping; None: the policy preset's) supplies the
@@ -97,77 +126,83 @@ def run_one(policy: str = "llamacpp", workload: str = "gsm8k", cache_ratio: floa
     knob (``n_cpu_moe``, ``gpu_experts_per_layer``) replace ``cache_ratio``; ``vram_budget_gib``
     caps the VRAM. ``overlap=False`` makes any policy prefetch blocking (its transfers finish
     before the step goes on), the synchronous mode in which the real engine's decisions equal the
-    simulator's. ``acceptance_model`` (decay, spread, burst, p_min, kappa: :mod:`traces.acceptance`)
-    and ``equal_vram`` (an AR policy gets the draft's VRAM as slots): :mod:`sim.speculation.fair`."""
-    from sim.speculation.fair import acceptance_model as acc_model
-    from sim.speculation.fair import equal_vram_slots, run_acceptance
-    from traces.online import OnlineSchedule, model_schedule
+    simulator's. ``table_tokens`` is the KV length of the policy's cost table (default: the
+    middle of the generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's).
+    ``equal_vram`` (an AR run gets the draft's VRAM as expert slots) and ``acceptance_model``
+    (decay, spread, burst, p_min, kappa: :mod:`traces.acceptance`) are :mod:`sim.speculation`'s.
+    The row carries the run's identity (:func:`sim.resolve.resolve`) and its ``run_id``."""
+    from sim.identity import identity_columns
+    from sim.resolve import resolve
+    from sim.speculation.schedule import speculative_schedule
 
     wall = time.perf_counter()
-    m = config.model(model, quant, quant_dense)
-    pol = make_policy(policy, **(policy_args or {}))
-    hw = config.hardware(hardware, runtime=runtime, default_runtime=policy_runtime(policy))
-    if overlap is not None:
-        pol.overlap = overlap
-    g = (int(pol.gamma_max) if pol.adaptive_gamma else int(gamma)) if pol.speculative else 0
-    sd_draft = config.draft(draft)
-    d = sd_draft if g > 0 else config.draft("none")
-    slots = pol.slot_request(m.n_layers, m.n_experts)
-    if slots is None and slots_per_layer is not None:
-        slots = int(slots_per_layer) * m.n_layers
-    plan = plan_memory(hw, m, d, cache_ratio, context, n_slots=slots, vram_budget_gib=vram_budget_gib)
-    if slots is not None:
-        cache_ratio = plan.n_slots / (m.n_layers * m.n_experts)
-    n_slots = equal_vram_slots(hw, m, sd_draft, cache_ratio, context) if equal_vram and g == 0 else plan.n_slots
-    if isinstance(trace, str):
-        trace = load_trace(trace)
+    r = resolve(policy, workload, cache_ratio, hardware, model, draft, gamma, gen_tokens, seed, trace, acceptance,
+                experiment, prompt_tokens, context, policy_args, overlap, runtime, quant, quant_dense,
+                slots_per_layer, vram_budget_gib, equal_vram=equal_vram, acceptance_model=acceptance_model)
+    hw, m, d, pol, g, trace, plan = r.hw, r.model, r.draft, r.policy, r.gamma, r.trace, r.plan
+    if table_tokens is not None:          # a replay's cost-table context changes the numbers
+        r.identity["table_tokens"] = int(table_tokens)
+    cache_ratio, workload = r.cache_ratio, r.workload
+    key = None
     if trace is None:
-        trace = synthetic_trace(m.name, workload, gen_tokens + g + 1, seed, routing_shape(m))
-    _check_trace(trace, m)
-    acc = run_acceptance(workload, sd_draft, acceptance)
-    model_acc = acc_model(acc, sd_draft, acceptance_model)
-    recorded = trace.sd is not None and trace.sd.gamma == g
-    if pol.adaptive_gamma and g > 0 and not recorded:
-        from traces.acceptance import AcceptanceModel
-        sched = OnlineSchedule(trace, gen_tokens, model_acc or AcceptanceModel(acc), seed, g)
-    elif model_acc is not None and g > 0 and not recorded:
-        sched = model_schedule(trace, g, gen_tokens, model_acc, seed)
-    else:
-        sched = build_schedule(trace, g, gen_tokens, acc, seed)
-    cost = CostModel(hw, m, d, cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
-    ctx = PolicyContext(
-        n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=n_slots, gamma=g,
-        costs=cost.cost_table(g, prompt_tokens + gen_tokens // 2), seed=seed,
-        profile=_profile(pol, m, seed, trace),
-        future_counts=sched.counts if pol.needs_future else None)
-    cache = ExpertCache(m.n_layers, m.n_experts, n_slots)
+        key = (m.name, workload, gen_tokens + g + 1, seed, routing_shape(m))
+        trace = synthetic_trace(*key)
+    acc = r.acceptance if r.acceptance is not None else 0.0
+    sched = speculative_schedule(trace, pol.adaptive_gamma, g, gen_tokens, acc, seed, d, acceptance_model) \
+        or schedule(trace, key, g, gen_tokens, acc, seed)
+    cost = policy_cost_model(pol, hw, m, d, g)
+    tctx = table_context(prompt_tokens, gen_tokens) if table_tokens is None else table_tokens
+    ctx = build_context(pol, cost, plan.n_slots, g, tctx, seed, _profile(pol, m, seed, trace), sched.counts)
+    cache = ExpertCache(m.n_layers, m.n_experts, plan.n_slots)
     pol.reset(ctx, cache)
-    engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline)
+    engine = Engine(cost, pol, cache, sched, ctx, context0=prompt_tokens, seed=seed, timeline=timeline,
+                    recorded=recorded_signals(trace, sched))
     counters = engine.run()
     row = {"experiment": experiment, "policy": policy, "model": m.name, "draft": d.name, "hardware": hw.name,
            "workload": workload, "cache_ratio": float(cache_ratio), "gamma": g, "gen_tokens": int(counters.tokens),
            "seed": int(seed), "ttft_s": float("nan"), "mean_accepted": sched.mean_accepted,
-           "n_slots": n_slots, "runtime": hw.runtime, "quant": m.expert_quant,
-           "quant_dense": m.dense_quant, "source": "sim", "trace": trace.path or f"synthetic:{trace.meta.get('workload')}",
-           "acceptance": acc, "equal_vram": bool(equal_vram and g == 0),
-           "acceptance_model": repr(sorted((acceptance_model or {}).items()))}
+           "n_slots": plan.n_slots, "runtime": hw.runtime, "quant": m.expert_quant,
+           "quant_dense": m.dense_quant, "source": "sim", "trace": trace.path or f"synthetic:{trace.meta.get('workload')}"}
     row.update(counters.row())
     row.update(pol.metrics())
+    row.update({k: v for k, v in identity_columns(r.identity).items() if k not in row})
     row["sim_wall_s"] = time.perf_counter() - wall
     return RunResult(row, engine, plan)
 
 
 def _counts(trace: Trace) -> np.ndarray:
-    L, E = trace.n_layers, trace.n_experts
-    idx = (np.arange(L)[None, :, None] * E + trace.experts.astype(np.int64)).ravel()
-    return np.bincount(idx, minlength=L * E).reshape(L, E).astype(float)
+    return routing_counts(trace.experts, trace.n_layers, trace.n_experts)
+
+
+def recorded_signals(trace: Trace, sched) -> dict | None:
+    """Per step, the trace's recorded signals of the step's rows (``[n, L, k]`` each), or None.
+
+    Only an autoregressive schedule (one row per step, the trace's own positions) can use them;
+    a speculative window's rejected drafts have no recorded prediction or weights."""
+    if sched.gamma > 0:
+        return None
+    out = {}
+    if trace.next_pred is not None:
+        out["next_pred"] = [trace.next_pred[t:t + 1] for t in range(sched.n_steps)]
+    if trace.weights is not None:
+        out["weights"] = [trace.weights[t:t + 1] for t in range(sched.n_steps)]
+        out["experts"] = sched.rows
+    return out or None
 
 
 def _profile(policy, m: config.ModelSpec, seed: int, trace: Trace) -> np.ndarray | None:
     """The offline profile for policies that use one (``needs_profile``); a replayed real trace is
     its own profile (an optimistic, in-distribution profile, stated in the run's row as ``trace``)."""
-    if not getattr(policy, "needs_profile", False):
+    if not policy.needs_profile:
         return None
     if trace.meta["source"] == "synthetic":
         return profile_counts(m.name, seed, routing_shape(m))
     return _counts(trace)
+
+
+def __getattr__(name: str):
+    """``resolve`` and ``record_acceptance`` live in :mod:`sim.resolve` (kept importable from here)."""
+    if name in ("resolve", "record_acceptance", "Resolved"):
+        from sim import resolve as module
+        return getattr(module, name)
+    raise AttributeError(name)

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.policies.base import Signals
+from sim.policies.base import DRAFT_ACCURACY, NEXT_LAYER_ACCURACY, Signals
 
-# Defaults when a policy states no accuracy: next-layer gate prediction about 0.9 (Fate reports ~97%
-# with cross-layer gate inputs, an MLP predictor on Mixtral reaches 73% top-2: docs/sources.md);
-# draft-based prediction 0.88 (SP-MoE top-1 expert prediction 88-89%, source S3 in docs/sources.md).
-NEXT_LAYER_ACCURACY = 0.90
-DRAFT_ACCURACY = 0.88
+__all__ = ["DRAFT_ACCURACY", "LazySignals", "NEXT_LAYER_ACCURACY", "noisy_counts"]
 
 
 def noisy_counts(true: np.ndarray, accuracy: float, rng: np.random.Generator) -> np.ndarray:
@@ -35,12 +31,20 @@ def noisy_counts(true: np.ndarray, accuracy: float, rng: np.random.Generator) ->
 
 
 class LazySignals(Signals):
-    """:class:`Signals` whose fields are computed from the schedule on first access."""
+    """:class:`Signals` whose fields are computed from the schedule on first access.
+
+    ``recorded`` (optional) holds a captured trace's own signals per step: ``next_pred`` rows
+    ``[n, L, k]`` (the next layer's gate on this layer's hidden state) and ``weights`` /
+    ``experts`` rows (gate weights and ids); when present they replace the simulated prediction
+    and the count share, exactly as the live executor computes them (:mod:`real.offload.signals`).
+    """
 
     def __init__(self, counts: np.ndarray, step: int, rng: np.random.Generator,
-                 next_acc: float, draft_acc: float, next_pred_rows=None):
+                 next_acc: float, draft_acc: float, recorded: dict | None = None):
         self._counts, self._step, self._rng = counts, step, rng
-        self._next_acc, self._draft_acc, self._rows = next_acc, draft_acc, next_pred_rows
+        self._next_acc, self._draft_acc = next_acc, draft_acc
+        self._rec = recorded or {}
+        self._rows = self._rec.get("next_pred")
         self.layer = 0
         self._draft = None
         self._next: dict[int, np.ndarray | None] = {}
@@ -71,5 +75,10 @@ class LazySignals(Signals):
 
     @property
     def router_scores(self) -> np.ndarray:
+        """This layer's mean gate weight per expert (recorded), else each expert's share of the counts."""
         c = self._counts[self._step, self.layer]
+        if "weights" in self._rec:
+            ids = self._rec["experts"][self._step][:, self.layer]
+            w = self._rec["weights"][self._step][:, self.layer]
+            return np.bincount(ids.ravel(), weights=w.ravel(), minlength=c.shape[0]) / max(1, ids.shape[0])
         return c / max(1, int(c.sum()))

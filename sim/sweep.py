@@ -9,7 +9,8 @@ from tqdm import tqdm
 
 from sim.config import ConfigError
 from sim.paths import preset_names
-from sim.results import RESULTS_FILE, append_rows, done_keys, row_key
+from sim.results import RESULTS_FILE, append_rows, done_ids, read_table
+from sim.user_input import RULES, check
 
 AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draft", "acceptance", "runtime", "quant",
         "quant_dense", "slots_per_layer", "vram_budget_gib")
@@ -20,8 +21,13 @@ def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:
     from sim.policies.registry import ALIASES
 
     valid_p, valid_w = preset_names("policy"), preset_names("workload")
-    policies = valid_p if policies in (None, "all") else list(policies)
-    valid_p = valid_p + list(ALIASES)
+    policies = valid_p if policies in (None, "all") else [policies] if isinstance(policies, str) else list(policies)
+    workloads = [workloads] if isinstance(workloads, str) else list(workloads)
+    for what, names in (("policies", policies), ("workloads", workloads)):
+        if not names:
+            raise ConfigError(f"experiment.{what}: the list is empty; give at least one name"
+                              + (" (or all)" if what == "policies" else ""))
+    valid_p = valid_p + list(ALIASES)   # old names of the heuristic oracles
     for name in policies:
         if name not in valid_p:
             raise ConfigError(f"unknown policy {name!r}; valid: {', '.join(valid_p)}")
@@ -32,6 +38,12 @@ def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:
         if key.split(".")[0] not in AXES:
             raise ConfigError(f"experiment.grid: unknown axis {key!r}; valid: {', '.join(AXES)} "
                               "(or hardware.<field>, model.<field>)")
+    for key, values in grid.items():
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ConfigError(f"experiment.grid.{key}: must be a non-empty list of values, got {values!r}")
+        for v in values:
+            if key in RULES:
+                check(f"experiment.grid.{key}", v, RULES[key])
     runs = []
     keys = list(grid)
     for values in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
@@ -67,49 +79,40 @@ def _run(args: dict) -> dict:
     return run_one(**args).row
 
 
-def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = True) -> pd.DataFrame:
-    """Run everything not yet in ``out_dir/results.parquet``, appending each row as it finishes."""
+def run_ids(runs: list[dict]) -> list[str]:
+    """The ``run_id`` each run will have, every run resolved (so a bad point fails before any run)."""
+    from sim.identity import run_id
+    from sim.runner import resolve
+
+    return [run_id(resolve(**r).identity) for r in runs]
+
+
+def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = True, backend: str = "loky",
+            address: str | None = None) -> pd.DataFrame:
+    """Run everything whose ``run_id`` is not yet in ``out_dir/results.parquet``, appending each row as
+    it finishes; returns this sweep's rows (the caller holds the folder's writer lock).
+
+    ``backend``/``address``: where the runs execute (:func:`sim.parallel.run_all`)."""
+    from sim.parallel import run_all
+
     path = Path(out_dir) / RESULTS_FILE
-    done = done_keys(path) if resume else set()
-    todo = [r for r in runs if _key(r) not in done]
+    ids = run_ids(runs)
     if not resume and path.exists():
         path.unlink()
+    done = done_ids(path)
+    todo = [r for r, i in zip(runs, ids) if i not in done]
     bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="runs", unit="run")
-    if n_jobs == 1 or len(todo) <= 1:
-        results = map(_run, todo)
-    else:
-        from joblib import Parallel, delayed
-
-        results = Parallel(n_jobs=n_jobs, return_as="generator_unordered")(delayed(_run)(r) for r in todo)
-    for row in results:
+    for row in run_all(_run, todo, n_jobs, backend, address):
         append_rows(path, [row])
         bar.update()
     bar.close()
-    keys = {_key(r) for r in runs}
-    df = pd.read_parquet(path)
-    return df[[row_key(r) in keys for r in df.to_dict("records")]]
+    df = read_table(path)
+    df = df[df["run_id"].isin(set(ids))]
+    return df.drop_duplicates("run_id", keep="last").reset_index(drop=True)
 
 
-def _key(args: dict) -> tuple:
-    """The result-row key a run will produce (gamma is 0 for autoregressive policies)."""
-    from sim.policies.registry import make_policy
+def tps_table(df: pd.DataFrame, experiment: str = "", fmt: str = "text") -> str:
+    """The sweep's table (:func:`analysis.sweep_table.format_table`): policies by mean TPS."""
+    from analysis.sweep_table import format_table
 
-    spec = make_policy(args["policy"])
-    name = lambda v: v["name"] if isinstance(v, dict) else v  # noqa: E731
-    row = {"experiment": args["experiment"], "policy": args["policy"], "model": name(args["model"]),
-           "draft": name(args["draft"]) if spec.speculative else "none", "hardware": name(args["hardware"]),
-           "workload": args["workload"], "cache_ratio": float(args["cache_ratio"]),
-           "gamma": int(args["gamma"]) if spec.speculative else 0, "seed": int(args["seed"])}
-    return row_key(row)
-
-
-def tps_table(df: pd.DataFrame) -> str:
-    """Rows: workloads, columns: policies (TPS), a mean row, and the best policy's speedup over each."""
-    t = df.pivot_table(index="workload", columns="policy", values="tps", aggfunc="mean")
-    t = t[t.mean().sort_values(ascending=False).index]
-    t.loc["MEAN"] = t.mean()
-    best = t.columns[0]
-    speed = (t.loc["MEAN", best] / t.loc["MEAN"]).rename(f"{best} speedup")
-    lines = ["tokens per second (simulated)", t.round(2).to_string(), "",
-             f"speedup of {best} over each policy (mean TPS ratio)", speed.round(2).to_frame().T.to_string()]
-    return "\n".join(lines)
+    return format_table(df, experiment, fmt)

@@ -46,6 +46,6 @@ def gantt_png(events: list, path: str | Path, until_s: float | None = None, titl
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=120))
     plt.close(fig)
     return path

@@ -120,6 +120,17 @@ def _run_meta(cfg: CaptureConfig, models) -> dict:
             **models.shape}
 
 
+def _model_spec(model, name: str) -> dict | None:
+    """The simulator's spec of the captured target, derived from its config (``sim run trace=FILE``
+    replays it without a preset); None for a family the derivation does not know."""
+    from sim.specs.hf_config import UnsupportedConfig, derive
+    try:
+        return derive(model.config.get_text_config().to_dict(), name=Path(str(name)).name or str(name),
+                      source=f"captured config of {name}")
+    except UnsupportedConfig:
+        return None
+
+
 def _capture_all(cfg: CaptureConfig, models, meta: dict, jobs: list, total: int) -> dict:
     from tqdm import tqdm
     from real.router_hooks import RouterRecorder, capture_trace
@@ -129,7 +140,7 @@ def _capture_all(cfg: CaptureConfig, models, meta: dict, jobs: list, total: int)
     if not jobs:
         return stats
     models.load()
-    meta = dict(meta, **moe_summary(models.target))
+    meta = dict(meta, **moe_summary(models.target), model_spec=_model_spec(models.target, cfg.target))
     eos = models.eos() if cfg.eos else None
     bar = tqdm(total=total, initial=total - len(jobs), unit="prompt", desc="capture", disable=not cfg.progress)
     with RouterRecorder(models.target) as recorder, bar:
@@ -179,7 +190,7 @@ def load_prompts(cfg: CaptureConfig, vocab: int, encode) -> list[tuple[str, list
         prompts = _random_prompts(spec, vocab, cfg.prompt_len, cfg.seed)[cut]
     else:
         path = Path(spec).expanduser()
-        texts = _read_jsonl(path) if path.is_file() else _read_dataset(cfg)
+        texts = _read_jsonl(path, cfg.field) if path.is_file() else _read_dataset(cfg)
         prompts = [(pid, encode(text)) for pid, text in texts[cut]]
     if not prompts:
         raise TraceError(spec, "prompts", "holds no prompts")
@@ -197,7 +208,7 @@ def _random_prompts(spec: str, vocab: int, length: int, seed: int) -> list[tuple
     return [(f"tiny-{i}", rng.integers(0, vocab, size=length).tolist()) for i, rng in enumerate(rngs)]
 
 
-def _read_jsonl(path: Path) -> list[tuple[str, str]]:
+def _read_jsonl(path: Path, field: str = "question") -> list[tuple[str, str]]:
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -206,9 +217,9 @@ def _read_jsonl(path: Path) -> list[tuple[str, str]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TraceError(path, f"line {n}", f"not valid JSON: {exc}") from None
-        text = obj.get("prompt", obj.get("text")) if isinstance(obj, dict) else None
+        text = obj.get("prompt", obj.get("text", obj.get(field))) if isinstance(obj, dict) else None
         if not isinstance(text, str) or not text:
-            raise TraceError(path, f"line {n}", 'needs a non-empty "prompt" or "text" string')
+            raise TraceError(path, f"line {n}", f'needs a non-empty "prompt", "text" or "{field}" string')
         rows.append((str(obj.get("id", len(rows))), text))
     return rows
 

@@ -53,6 +53,31 @@ def parse_args(command: str, argv: list[str]) -> dict:
     missing = [k for k, v in args.items() if v is None and k in ("out", "trace", "source")]
     if missing:
         raise UsageError(f"{command}: missing required key(s) {', '.join(missing)}=...")
+    return _checked(command, args)
+
+
+def _checked(command: str, args: dict) -> dict:
+    """Types and ranges of the arguments (the table of :mod:`sim.user_input`), output paths creatable."""
+    from sim.user_input import UserInputError, check, check_all
+    from traces.atomic import OutputPathError, check_writable
+
+    try:
+        args = check_all(args, [k for k in args if k not in ("slots", "out", "trace", "source")])
+        if command == "stats" and args["slots"] is not None:
+            slots = args["slots"]
+            if not isinstance(slots, list) or not slots:
+                raise UserInputError(f"slots={slots!r}: must be a list of integers >= 0, e.g. slots=[8,16,32]")
+            args["slots"] = [check("slots", c) for c in slots]
+        if command == "synth":
+            if not str(args["out"]).endswith(".npz"):
+                raise UserInputError(f"out={args['out']}: give a trace file name ending in .npz")
+            check_writable(args["out"], "out")
+        if command == "stats" and args["figure"]:
+            check_writable(args["figure"], "figure")
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
+    except UserInputError as exc:
+        raise UsageError(f"{command}: {exc}") from None
     return args
 
 
@@ -87,8 +112,17 @@ def cmd_import(args: dict) -> None:
     from traces.importers import import_trace
     from traces.io import save_trace
 
-    got = import_trace(args["source"])
+    from traces.atomic import OutputPathError, check_writable
+
     out = Path(args["out"])
+    try:
+        check_writable(out, "out", kind="file" if out.suffix == ".npz" else "dir")
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
+    got = import_trace(args["source"])
+    if isinstance(got, list) and len(got) > 1 and out.suffix == ".npz":
+        raise UsageError(f"out={out}: the source holds {len(got)} requests; give a folder for their "
+                         "<prompt>.npz files (or one .npz per request is not possible)")
     if not isinstance(got, list) and out.suffix == ".npz":
         paths = [save_trace(got, out)]
     else:
@@ -117,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(capture_main(args), indent=1))
         else:
             {"synth": cmd_synth, "stats": cmd_stats, "import": cmd_import}[command](args)
-    except (UsageError, TraceError) as exc:
+    except (UsageError, TraceError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -128,8 +128,37 @@ def _qwen3_prompt(path: Path, z, p: str) -> Trace:
     return _filled_trace("qwen3_30b_a3b", path, pid, pid.split(":")[0], what, dec, None)
 
 
+GAP_FACTOR, GAP_SLACK = 2, 16   # a problem's largest token_idx may not exceed 2 x its distinct tokens + 16
+
+
+def _check_row(path: Path, n: int, ids: list, probs) -> None:
+    """Refuse implausible values of one routing row, naming its line."""
+    if any(e < 0 for e in ids):
+        raise TraceError(path, f"line {n}", f"negative expert id in {ids}")
+    if probs is not None:
+        p = np.asarray(probs, dtype=float)
+        if p.shape != (len(ids),) or not np.all(np.isfinite(p)) or (p < 0).any() or (p > 1).any():
+            raise TraceError(path, f"line {n}", f"gating_probs {list(probs)} must be {len(ids)} numbers in [0, 1]")
+
+
+def _check_token_range(path: Path, key: tuple, lines: dict) -> None:
+    """Refuse a problem whose largest token_idx lies far beyond its other rows (most of the trace
+    would be filled in)."""
+    tokens = sorted({t for _, t in lines})
+    top = tokens[-1]
+    if top + 1 > GAP_FACTOR * len(tokens) + GAP_SLACK:
+        line = min(n for (_, t), n in lines.items() if t == top)
+        nxt = tokens[-2] if len(tokens) > 1 else None
+        raise TraceError(path, f"line {line}", f"token_idx {top} of problem {key[0]}/{key[1]} is far beyond its "
+                                               f"other rows ({len(tokens)} distinct tokens, next largest {nxt}); "
+                                               "the trace would be mostly filled in")
+
+
 def _read_routing_rows(path: Path) -> dict[tuple, dict]:
-    """``{(dataset, problem_id): {(layer, token_idx): (experts, gating_probs)}}`` from a jsonl file."""
+    """``{(dataset, problem_id): {(layer, token_idx): (experts, gating_probs)}}`` from a jsonl file;
+    implausible rows (negative ids, gate weights outside [0, 1], a token_idx far beyond the others)
+    are refused with their line number."""
+    lines: dict[tuple, dict] = defaultdict(dict)
     groups: dict[tuple, dict] = defaultdict(dict)
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -142,8 +171,12 @@ def _read_routing_rows(path: Path) -> dict[tuple, dict]:
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise TraceError(path, f"line {n}", f"not a routing row ({exc!r}); expected keys "
                                                     "dataset, problem_id, layer, experts, token_idx") from None
+            _check_row(path, n, *groups[key][row])
+            lines[key][row] = n
     if not groups:
         raise TraceError(path, "<rows>", "holds no routing rows")
+    for key, rows in lines.items():
+        _check_token_range(path, key, rows)
     return groups
 
 

@@ -1,42 +1,24 @@
 """Reading and writing trace files (``.npz``): validated loads, atomic writes.
 
 A trace file is a NumPy ``.npz`` archive with a JSON ``meta`` string and the arrays of
-:class:`traces.schema.Trace`. Writing goes to a temporary file in the same folder and is renamed
-into place, so an interrupted write never leaves a truncated trace behind.
+:class:`traces.schema.Trace`. Writing goes through :func:`traces.atomic.atomic_write_bytes` (temporary file
+and rename), so an interrupted write never leaves a truncated trace behind.
 """
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from traces.atomic import atomic_write_bytes  # noqa: F401  (the project's one atomic writer)
 from traces.errors import TraceError
 from traces.schema import SDRecord, Trace
 
 _ARRAYS = ("experts", "weights", "next_pred", "alt_experts", "prefill")
 _SD = ("sd_experts", "sd_accepted", "sd_n_verified")
-
-
-def atomic_write_bytes(path: str | os.PathLike, write) -> Path:
-    """Call ``write(fileobj)`` on a temporary file beside ``path``, then rename it over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
 
 
 def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
@@ -63,10 +45,18 @@ def load_trace(path: str | os.PathLike) -> Trace:
     if not path.exists():
         raise TraceError(path, "<file>", "no such file")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise TraceError(path, "<file>", "is a single .npy array, not an .npz trace archive "
+                                             "(write traces with traces.io.save_trace)")
+        with z:
             data = {k: z[k] for k in z.files}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        raise TraceError(path, "<file>", f"not a readable trace archive (truncated or corrupt?): {exc}") from None
+        if isinstance(exc, TraceError):
+            raise
+        why = ("neither a zip archive nor a .npy array (random or foreign bytes; pickled data is never loaded)"
+               if "allow_pickle" in str(exc) and "Object arrays" not in str(exc) else str(exc))
+        raise TraceError(path, "<file>", f"not a readable trace archive (truncated or corrupt?): {why}") from None
     if "meta" not in data:
         raise TraceError(path, "meta", "missing metadata record")
     try:

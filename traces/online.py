@@ -70,14 +70,16 @@ class OnlineSchedule:
         n = self.n_steps
         return float(np.mean(self.produced[:n] - 1)) if n and self.gammas[:n].any() else 0.0
 
-    def begin_step(self, step: int, policy=None) -> int:
-        """Build ``step`` with the gamma ``policy.choose_gamma(step)`` returns (or :attr:`gamma`)."""
-        g = self.gamma if policy is None or not getattr(policy, "adaptive_gamma", False) \
-            else int(policy.choose_gamma(step))
+    def has_step(self, step: int) -> bool:
+        """True while tokens remain to be generated (``step`` is the next to build) or built."""
+        return step < self.n_steps or not self.done
+
+    def begin_step(self, step: int, chosen: int | None = None) -> None:
+        """Build ``step`` with ``chosen`` drafts (the policy's choice; None: :attr:`gamma`)."""
+        g = self.gamma if chosen is None else int(chosen)
         if not 0 <= g <= self.gamma:
-            raise ValueError(f"policy chose gamma {g} at step {step}; allowed 0..{self.gamma}")
+            raise ValueError(f"gamma {g} at step {step}; allowed 0..{self.gamma}")
         self.build(step, g)
-        return g
 
     def build(self, step: int, gamma: int) -> None:
         """Draw step ``step``'s outcome at ``gamma`` drafts and fill its rows and counts."""

@@ -34,5 +34,7 @@ def plot_stats(st: dict, curves: dict, path: str | os.PathLike) -> None:
     ax2.legend(fontsize=8)
     fig.suptitle(f"{st['model']} / {st['workload']} ({st['source']}, {st['tokens']} tokens)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from traces.atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=120))
     plt.close(fig)

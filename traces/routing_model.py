@@ -100,14 +100,14 @@ def stickiness(reuse: np.ndarray, q: np.ndarray, k: int, gain: float = 1.0) -> n
 
 def generate(pop: np.ndarray, stick: np.ndarray, k: int, tokens: int, w: int, a: np.ndarray, beta: float,
              shift_rate: float, rng: np.random.Generator,
-             alt_rng: np.random.Generator | None = None) -> tuple[np.ndarray, int, np.ndarray | None]:
+             alt_rng: np.random.Generator | None = None, progress=None) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Routing int16 [tokens, L, k], the number of segments, and (with ``alt_rng``) the routing of
     an alternative token at every position: drawn like the real token, from the same segment and
     the same previous token, with independent noise (what a rejected draft there would route to).
 
     Random numbers are drawn in whole chunks of tokens, so a shorter trace with the same generator
     state is an exact prefix of a longer one; the alternative rows use their own generator and never
-    change the real ones."""
+    change the real ones. ``progress(n)`` (optional) is called after each chunk of ``n`` tokens."""
     L, E = pop.shape
     rows = np.arange(L)[:, None]
     sign = np.where(stick < 0, -1e9, 1e9)[None, :, None]
@@ -130,6 +130,8 @@ def generate(pop: np.ndarray, stick: np.ndarray, k: int, tokens: int, w: int, a:
                 alt[c0 + i] = _draw(logq + gum_alt[i], prev, bonus_alt[i], rows, k)
             prev = _draw(logq + gum[i], prev, bonus[i], rows, k)
             out[c0 + i] = prev
+        if progress is not None:
+            progress(min(_CHUNK, tokens - c0))
     return out, segments, alt
 
 

@@ -42,6 +42,9 @@ from traces.routing_model import N_PROBE, generate, popularity, segment_mix, sol
 from traces.schema import SCHEMA_VERSION, Trace
 
 CONF_DIR = Path(traces.__file__).resolve().parents[1] / "conf"
+BYTES_PER_ROUTE = 24     # per (token, layer, slot): int16 routing + alternative, their saved copies, int64 checks
+MEMORY_SHARE = 0.5       # of the memory available now that one trace may take
+PROGRESS_TOKENS = 20000  # longer traces show a progress bar
 DEFAULT_WORKLOAD = "alpaca"
 GENERATOR = "sticky-zipf-working-set/1"
 
@@ -90,6 +93,34 @@ def _check_int(name: str, value, low: int) -> int:
     return int(value)
 
 
+def available_memory() -> int:
+    """Bytes of memory available now (``MemAvailable`` of /proc/meminfo, else physical memory)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def max_tokens(model: str, shape: tuple | None = None) -> int:
+    """The longest trace of ``model`` that fits in :data:`MEMORY_SHARE` of the memory available now."""
+    mc = _model(model, shape)
+    return int(MEMORY_SHARE * available_memory() // (BYTES_PER_ROUTE * mc.n_layers * mc.top_k))
+
+
+def _check_size(model: str, tokens: int, shape: tuple | None = None) -> None:
+    limit = max_tokens(model, shape)
+    if tokens > limit:
+        mc = _model(model, shape)
+        need = tokens * BYTES_PER_ROUTE * mc.n_layers * mc.top_k / 2**30
+        raise TraceError("synthesize", "tokens", f"{tokens} tokens of {model} need about {need:.1f} GiB; at most "
+                                                 f"{limit} fit in half of the {available_memory() / 2**30:.1f} GiB "
+                                                 "available now")
+
+
 def _layout(pop_seed: int, n_layers: int, n_experts: int) -> tuple[np.ndarray, np.ndarray]:
     """The popularity permutation [L, E] and the probe working-set noise, from the popularity seed."""
     rng = np.random.default_rng(pop_seed)
@@ -127,13 +158,18 @@ def synthesize(model: str, workload: str = DEFAULT_WORKLOAD, tokens: int = 4096,
     The per-token draws use ``default_rng([seed, crc32(workload)])``, so two workloads of the same
     domain share popular experts but not their token sequences."""
     mc, wl = _model(model, shape), workload_preset(workload)
+    _check_size(model, _check_int("tokens", tokens, 1), shape)
     gp = generator_params(model, workload, tokens, seed, shape)
     perm, _ = _layout(gp["popularity_seed"], mc.n_layers, mc.n_experts)
     pop = popularity(np.array(gp["zipf_exponent"]), perm)
     rng = np.random.default_rng([gp["seed"], zlib.crc32(workload.encode())])
     alt_rng = np.random.default_rng([gp["seed"], zlib.crc32(workload.encode()), 1])
-    experts, n_seg, alt = generate(pop, np.array(gp["stickiness"]), mc.top_k, gp["tokens"], gp["working_set"],
-                                   np.array(gp["working_set_weight"]), mc.ws_beta, gp["shift_rate"], rng, alt_rng)
+    from tqdm import tqdm
+    with tqdm(total=gp["tokens"], unit="tok", desc=f"synth {model}/{workload}",
+              disable=gp["tokens"] < PROGRESS_TOKENS) as bar:
+        experts, n_seg, alt = generate(pop, np.array(gp["stickiness"]), mc.top_k, gp["tokens"], gp["working_set"],
+                                       np.array(gp["working_set_weight"]), mc.ws_beta, gp["shift_rate"], rng,
+                                       alt_rng, progress=bar.update)
     meta = {"schema_version": SCHEMA_VERSION, "model": model, "hf_name": mc.hf_name,
             "n_layers": mc.n_layers, "n_experts": mc.n_experts, "top_k": mc.top_k,
             "dense_layers": list(mc.dense_layers), "shared_experts": mc.shared_experts,

@@ -38,16 +38,20 @@ class Schedule:
     def n_steps(self) -> int:
         return int(self.counts.shape[0])
 
-    def begin_step(self, step: int, policy=None) -> int:
-        """Drafted tokens of ``step``: fixed here (:class:`traces.online.OnlineSchedule` asks the
-        policy). Replaying a recorded run, a policy that chooses its gamma is asked too and must
-        choose what the record holds (its decisions depend only on what it was told)."""
-        if self.decodes is None or policy is None or not getattr(policy, "adaptive_gamma", False):
-            return self.gamma if self.decodes is None else int(self.decodes[step])
-        g, recorded = int(policy.choose_gamma(step)), int(self.decodes[step])
-        if g != recorded:
-            raise ValueError(f"replay: policy chose gamma {g} at step {step}, the record has {recorded}")
-        return g
+    def has_step(self, step: int) -> bool:
+        """True while ``step`` is part of the schedule."""
+        return step < self.n_steps
+
+    def begin_step(self, step: int, chosen: int | None = None) -> None:
+        """``step`` starts with ``chosen`` drafts (a policy's choice; None: the run's gamma). The
+        steps are fixed here (:class:`traces.online.OnlineSchedule` builds them with the choice):
+        replaying a recorded run, the choice must be what the record holds (a policy's decisions
+        depend only on what it was told, so a faithful replay repeats them)."""
+        if chosen is None:
+            return
+        recorded = self.gamma if self.decodes is None else int(self.decodes[step])
+        if int(chosen) != recorded:
+            raise ValueError(f"replay: policy chose gamma {chosen} at step {step}, the record has {recorded}")
 
     def draft_decodes(self, step: int) -> int:
         """Draft forwards of ``step`` (``gamma``, or fewer when the drafter stopped early)."""

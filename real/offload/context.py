@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from sim import config
-from sim.cost_model import CostModel
 from sim.memory_plan import plan_memory
 from sim.policies.base import PolicyContext
+from sim.protocol import build_context, policy_cost_model
 
 PRECISIONS = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16"}
 
@@ -48,7 +48,12 @@ def model_spec(model, host, name: str, n_shared: int) -> dict:
             "attn_params_per_layer": int(sum(p.numel() for p in layer.self_attn.parameters())),
             "lm_head_params": int(model.get_output_embeddings().weight.numel()),
             "kv_bytes_per_token": _kv_bytes_per_token(cfg, len(model.model.layers), bytes_per),
-            "precision": precision}
+            "precision": precision, "dense_intermediate": _dense_intermediate(cfg, len(model.model.layers) - len(index))}
+
+
+def _dense_intermediate(cfg, n_dense: int) -> int:
+    """FFN width of the dense layers (HF ``intermediate_size``), 0 without dense layers."""
+    return int(getattr(cfg, "intermediate_size", 0) or 0) if n_dense else 0
 
 
 def draft_spec(draft, name: str) -> dict:
@@ -62,23 +67,17 @@ def draft_spec(draft, name: str) -> dict:
             "kv_bytes_per_token": _kv_bytes_per_token(cfg, cfg.num_hidden_layers, bytes_per)}
 
 
-def profile_counts(experts: np.ndarray, n_layers: int, n_experts: int) -> np.ndarray:
-    """Per-(layer, expert) token counts of a trace's routing (what the simulator's replay uses)."""
-    idx = (np.arange(n_layers)[None, :, None] * n_experts + experts.astype(np.int64)).ravel()
-    return np.bincount(idx, minlength=n_layers * n_experts).reshape(n_layers, n_experts).astype(float)
-
-
 def policy_context(policy, hardware: dict, model: dict, draft: dict, cache_ratio: float, gamma: int,
-                   prompt_tokens: int, gen_tokens: int, context: int = 4096, seed: int = 0,
+                   table_context: int, context: int = 4096, seed: int = 0,
                    profile: np.ndarray | None = None, future: np.ndarray | None = None) -> PolicyContext:
-    """The :class:`PolicyContext` that ``run_one`` would build for the same run."""
-    hw, m = config.hardware(hardware), config.model(model)
-    g = int(gamma) if policy.speculative else 0
+    """The :class:`PolicyContext` that ``run_one`` builds for the same run (one function for both:
+    :func:`sim.protocol.build_context`); ``table_context`` is the cost table's KV length."""
+    from sim.policies.registry import policy_runtime
+
+    # the runtime the policy's system is built on, as run_one resolves it
+    hw, m = config.hardware(hardware, default_runtime=policy_runtime(policy.name)), config.model(model)
+    g = policy.run_gamma(gamma)
     d = config.draft(draft if g > 0 else "none")
     plan = plan_memory(hw, m, d, cache_ratio, context)
-    cost = CostModel(hw, m, d, cpu_scale=getattr(policy, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
-    return PolicyContext(
-        n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=plan.n_slots, gamma=g,
-        costs=cost.cost_table(g, prompt_tokens + gen_tokens // 2), seed=seed,
-        profile=profile if getattr(policy, "needs_profile", False) else None,
-        future_counts=future if policy.needs_future else None)
+    cost = policy_cost_model(policy, hw, m, d, g)
+    return build_context(policy, cost, plan.n_slots, g, table_context, seed, profile, future)

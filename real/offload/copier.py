@@ -17,22 +17,48 @@ from dataclasses import dataclass, field
 
 import torch
 
-DEMAND, PREFETCH, STREAM = "demand", "prefetch", "stream"
+from sim.protocol import DEMAND, PREFETCH, Copy
+from sim.protocol import STREAM_COPY as STREAM
+
 _CLOSED = object()
+__all__ = ["CopyEngine", "DEMAND", "Faults", "PREFETCH", "STREAM", "Transfer"]
 
 
 @dataclass
 class Transfer:
-    """One host->device copy of expert ``(layer, expert)`` into ``where`` (a slot or staging buffer)."""
+    """The protocol core's :class:`sim.protocol.Copy` on real buffers: expert ``copy.experts[i]``
+    goes into ``wheres[i]`` (a slot or staging buffer) after ``guards[i]`` (the CUDA event of the
+    buffer's last reader, or None); a block lands all of them together."""
 
-    layer: int
-    expert: int
-    kind: str
-    where: tuple[str, int]
-    guard: object = None                 # CUDA event the copy waits for (last reader of ``where``)
+    copy: Copy
+    wheres: tuple
+    guards: tuple = ()
     ok: bool = True
     seconds: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def one(cls, layer: int, expert: int, kind: str, where: tuple[str, int], guard=None) -> "Transfer":
+        """A copy of one expert."""
+        return cls(Copy(layer, (expert,), kind), (where,), (guard,))
+
+    @property
+    def layer(self) -> int:
+        return self.copy.layer
+
+    @property
+    def expert(self) -> int:
+        """The (first) expert copied."""
+        return self.copy.experts[0]
+
+    @property
+    def kind(self) -> str:
+        return self.copy.kind
+
+    @property
+    def where(self) -> tuple[str, int]:
+        """The (first) destination."""
+        return self.wheres[0]
 
 
 @dataclass
@@ -155,18 +181,19 @@ class CopyEngine:
             job.ok = False
             job.seconds = time.perf_counter() - t0
             return
-        src = self.host.expert(job.layer, job.expert)
-        dst = self.pool.buffers(job.where)
+        guards = job.guards or (None,) * len(job.wheres)
         if self.cuda:
             with torch.cuda.stream(self.stream):
-                if job.guard is not None:
-                    self.stream.wait_event(job.guard)
-                for d, s in zip(dst, src):
-                    d.copy_(s, non_blocking=True)
+                for expert, where, guard in zip(job.copy.experts, job.wheres, guards):
+                    if guard is not None:
+                        self.stream.wait_event(guard)
+                    for d, s in zip(self.pool.buffers(where), self.host.expert(job.layer, expert)):
+                        d.copy_(s, non_blocking=True)
                 event = torch.cuda.Event()
                 event.record(self.stream)
             event.synchronize()
         else:
-            for d, s in zip(dst, src):
-                d.copy_(s)
+            for expert, where in zip(job.copy.experts, job.wheres):
+                for d, s in zip(self.pool.buffers(where), self.host.expert(job.layer, expert)):
+                    d.copy_(s)
         job.seconds = time.perf_counter() - t0

@@ -87,13 +87,8 @@ class OffloadedDecoder(SpeculativeDecoder):
         return super().generate(input_ids, max_new_tokens)
 
     def next_gamma(self, index: int) -> int:
-        """The policy's draft length for the step when it chooses one (``adaptive_gamma``)."""
-        if getattr(self.executor.policy, "adaptive_gamma", False):
-            g = self.executor.choose_gamma(index)
-            if not 0 <= g <= self.gamma:
-                raise ValueError(f"policy chose gamma {g} at step {index}; allowed 0..{self.gamma}")
-            return g
-        return self.gamma
+        """The step's draft length: the policy's when it chooses one (``adaptive_gamma``), else gamma."""
+        return self.executor.choose_gamma(index, self.gamma)
 
     def run_target(self, ids, last_only: bool = False):
         """The verify forward runs with the policy; the others (prefill, final) bypass it."""

@@ -1,20 +1,16 @@
-"""Applying a policy's placement to one layer: tallies, slot reservations, transfers to start.
+"""A layer's placement on real buffers: the protocol core's :class:`sim.protocol.LayerPlan` with
+slots, staging buffers and copy jobs bound.
 
-:func:`dispatch` follows ``sim.engine.Engine._dispatch`` / ``_dispatch_one`` decision for
-decision (same counters, same order: resident GPU experts, CPU experts, then FETCH/STREAM in
-ascending expert id, then ``extra_fetch``), so that a synchronous real run and a simulated replay
-of its trace count the same hits, transfers and CPU executions. It runs under the executor's lock;
-the computation itself is :mod:`real.offload.layer`.
+The core (the same code as the simulator's) asks the policy, tallies the requests, reserves
+slots and says which copies to start and what waits for which; :func:`dispatch` starts those
+copies on the copy engine in the core's order and returns what :mod:`real.offload.layer`
+computes where. It runs under the executor's lock.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from real.offload.copier import Transfer
-from sim.accounting import tally_requests
-from sim.policies.base import FETCH, STREAM
+from real.offload.copier import STREAM
 
 
 @dataclass
@@ -30,47 +26,17 @@ class LayerPlan:
     stages: list = field(default_factory=list)
 
 
-def dispatch(ex, layer: int, requested: np.ndarray, placement) -> LayerPlan:
-    """Tally the layer's requests and start its transfers; returns the :class:`LayerPlan`."""
-    cache, c, pool = ex.cache, ex.c, ex.pool
-    req = requested
-    where = np.asarray(placement.where)[req]
-    on_gpu, on_cpu = tally_requests(c, cache, ex.prefetched, layer, req, where, ex.policy.name)
-    plan = LayerPlan(gpu=[(int(e), ("slot", pool.slot((layer, int(e))))) for e in req[on_gpu]],
-                     cpu=[int(e) for e in req[on_cpu]])
-    c.gpu_execs += len(plan.gpu)
-    c.cpu_execs += len(plan.cpu)
-    rest = ~(on_gpu | on_cpu)
-    for e, w in zip(req[rest].tolist(), where[rest].tolist()):
-        _dispatch_one(ex, layer, e, w, plan)
-    for e in placement.extra_fetch:
-        e = int(e)
-        if cache.inflight[layer, e]:
-            plan.extra.append(ex.jobs[(layer, e)])
-        elif not cache.resident[layer, e] and ex.reserve(layer, e):
-            plan.extra.append(ex.submit_demand(layer, e))
+def dispatch(ex, layer: int, routing, signals) -> LayerPlan:
+    """Ask the policy where ``layer``'s experts run, apply it (core) and start its copies."""
+    req = routing.requested
+    core_plan = ex.core.place(layer, routing.counts, signals, req, routing.counts[req])
+    plan = LayerPlan(gpu=[(e, ("slot", ex.pool.slot((layer, e)))) for e in core_plan.gpu], cpu=list(core_plan.cpu))
+    for w in core_plan.waits:
+        job = ex.submit(w.copy) if w.copy is not None else ex.jobs[w.key]
+        if w.copy is not None and w.copy.kind == STREAM:   # a stream: its staging buffer goes back after the layer
+            plan.stages.append(job.where[1])
+        if w.experts:
+            plan.waits.extend((e, job) for e in w.experts)
+        else:
+            plan.extra.append(job)
     return plan
-
-
-def _dispatch_one(ex, layer: int, e: int, w: int, plan: LayerPlan) -> None:
-    """A FETCH or STREAM placement of one expert."""
-    cache, c = ex.cache, ex.c
-    if w == STREAM:
-        job: Transfer = ex.stream(layer, e)
-        plan.stages.append(job.where[1])
-        ex.copier.submit(job)
-        plan.waits.append((e, job))
-    elif w != FETCH:
-        raise ValueError(f"policy {ex.policy.name!r} returned placement code {w} (valid: 0..3)")
-    elif cache.resident[layer, e]:
-        plan.gpu.append((e, ("slot", ex.pool.slot((layer, e)))))
-    elif cache.inflight[layer, e]:
-        plan.waits.append((e, ex.jobs[(layer, e)]))
-    elif ex.reserve(layer, e):
-        plan.waits.append((e, ex.submit_demand(layer, e)))
-    else:
-        c.fallbacks += 1
-        c.cpu_execs += 1
-        plan.cpu.append(e)
-        return
-    c.gpu_execs += 1

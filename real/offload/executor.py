@@ -12,9 +12,9 @@ policy at the same points in the same order:
 * the copy engine, whenever idle, asks for ``next_transfer``; a transfer that finds no free slot
   asks for a ``victim``; a landed copy calls ``on_transfer_done``.
 
-Slot reservation, eviction and landing follow ``Engine._reserve``, ``start_prefetch``,
-``transfer_landed`` and ``_drain`` line by line. Policy calls and cache changes happen under one
-lock (the copy engine's thread calls the policy too), so the policy always sees a consistent
+Slot reservation, placements, eviction and landing are :class:`sim.protocol.ProtocolCore`'s, the
+code the simulator runs; this executor only adds threads, buffers and copies. Policy calls and
+cache changes happen under one lock (the copy engine's thread calls the policy too), so the policy always sees a consistent
 cache. The prompt's prefill and the final forward run "bypass": experts straight from host
 weights, no policy, nothing counted (the simulator does not model them either).
 """
@@ -32,10 +32,10 @@ from real.offload.cpu_tier import CpuTier
 from real.offload.signals import RealSignals
 from real.offload.slots import SlotPool
 from real.offload.timed_policy import TimedPolicy
-from real.offload.transfers import TransferMixin
-from sim.accounting import PrefetchTracker
+from real.offload.transfers import PoolSlots, TransferMixin
 from sim.expert_cache import ExpertCache
 from sim.metrics import Counters
+from sim.protocol import ProtocolCore
 
 
 class OffloadExecutor(TransferMixin):
@@ -68,17 +68,20 @@ class OffloadExecutor(TransferMixin):
         self.policy = TimedPolicy(policy)
         if sync:
             self.policy.overlap = False
-        self.overlap = bool(getattr(policy, "overlap", True))
+        self.overlap = bool(policy.overlap)
         self.cache = ExpertCache(ctx.n_layers, ctx.n_experts, ctx.n_slots)
-        self.c, self.failed, self.wait_s = Counters(), 0, 0.0
-        self.prefetched = PrefetchTracker(ctx.n_layers, ctx.n_experts)
+        self.core = ProtocolCore(self.policy, self.cache, expert_bytes=self.host.expert_bytes,
+                                 gpu_tab=ctx.costs.gpu_expert_s, cpu_tab=ctx.costs.cpu_expert_s,
+                                 slots=PoolSlots(self.pool))
+        self.c: Counters = self.core.c
+        self.wait_s = 0.0
         self.jobs: dict[tuple[int, int], Transfer] = {}
         self.policy_s: list[float] = []
         self.last_window = self.window = None
         self.cpu.busy_s = 0.0
         with self.lock:
             self.policy.reset(ctx, self.cache)
-            self._load_initial(self.policy.initial_residency())
+            self._load_initial(self.core.load_initial())
         self.policy.take()
         self.copier.prefetch_enabled = self.overlap
         self.active = self.decoding = False
@@ -95,12 +98,15 @@ class OffloadExecutor(TransferMixin):
         self.pool = SlotPool(n_slots, self.host.expert_shapes, self.host.dtype, self.device)
         self.copier = CopyEngine(self.host, self.pool, self.start_prefetch, self.transfer_landed, self.faults)
 
+    @property
+    def failed(self) -> int:
+        """Copies that failed in this prompt."""
+        return self.core.failed
+
     def _load_initial(self, experts) -> None:
-        """Static placement before decoding: copied now, costing no decode time (as in the simulator)."""
+        """Static placement before decoding (the core loaded it): copied now, costing no decode time."""
         for layer, expert in experts:
-            layer, expert = int(layer), int(expert)
-            self.cache.load(layer, expert)
-            slot = self.pool.take((layer, expert))
+            slot = self.pool.slot((layer, expert))
             for dst, src in zip(self.pool.buffers(("slot", slot)), self.host.expert(layer, expert)):
                 dst.copy_(src, non_blocking=True)
         if self.device.type == "cuda":
@@ -139,15 +145,17 @@ class OffloadExecutor(TransferMixin):
         with self.lock:
             self.signals = RealSignals(self.gates, E, self.last_window)
             self.window = np.zeros((self.host.n_layers, E), dtype=np.int64)
-            self.policy.on_step_start(step, self.signals, self.cache)
+            self.core.step_start(step, self.signals)
         self.copier.wake()
         if not self.overlap:
             self.drain()
 
-    def choose_gamma(self, step: int) -> int:
-        """The policy's draft length for ``step`` (before the draft phase; ``adaptive_gamma``)."""
+    def choose_gamma(self, step: int, gamma: int) -> int:
+        """Drafts of ``step`` (before its draft phase): the policy's choice through the core when it
+        chooses (``adaptive_gamma``, checked against 0..``gamma``), else ``gamma``."""
         with self.lock:
-            return int(self.policy.choose_gamma(step))
+            g = self.core.step_gamma(step, gamma)
+        return gamma if g is None else g
 
     def step_end(self, seconds: float, produced: int, n_verified: int = 0, accepted: int = 0) -> None:
         """Step bookkeeping (wall time, tokens, the policy's share) and the verify result."""
@@ -156,7 +164,7 @@ class OffloadExecutor(TransferMixin):
         self.c.steps += 1
         self.last_window = self.window
         with self.lock:
-            self.policy.on_step_end(self.c.steps - 1, n_verified, accepted)
+            self.core.step_end(self.c.steps - 1, n_verified, accepted)
             self.policy_s.append(self.policy.take())
 
     def layer_start(self, layer: int) -> None:
@@ -165,8 +173,7 @@ class OffloadExecutor(TransferMixin):
             return
         self._t_layer = time.perf_counter()
         with self.lock:
-            self.cache.pinned[layer] = True
-            self.policy.on_layer_start(layer, self.cache)
+            self.core.layer_start(layer)
 
     def experts_forward(self, layer: int, module, hidden, top_k_index, top_k_weights):
         """The ``slot_offload`` experts implementation of MoE layer ``layer``."""
@@ -178,8 +185,7 @@ class OffloadExecutor(TransferMixin):
         """After the layer's experts joined: unpin, ``on_layer_end``, wake, drain when blocking."""
         self.window[layer] = counts
         with self.lock:
-            self.cache.pinned[layer] = False
-            self.policy.on_layer_end(layer, counts, self.cache)
+            self.core.layer_end(layer, counts)
         self.copier.wake()
         if not self.overlap:
             self.drain()

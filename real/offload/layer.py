@@ -24,8 +24,8 @@ def run(ex, layer: int, module, hidden: torch.Tensor, top_k_index: torch.Tensor,
     routing = LayerRouting(top_k_index, ex.host.n_experts)
     with ex.lock:
         ex.signals.at_layer(layer, hidden, routing, top_k_weights)
-        placement = ex.policy.place(layer, routing.counts, ex.signals, ex.cache)
-        plan = dispatch(ex, layer, routing.requested, placement)
+        plan = dispatch(ex, layer, routing, ex.signals)
+    ex.copier.wake()   # place() may have queued prefetches (next-layer predictions), as in the simulator
     out = _compute(ex, layer, hidden, routing, top_k_weights, plan)
     ex.layer_end(layer, routing.counts)
     return out
@@ -53,7 +53,7 @@ def _compute(ex, layer, hidden, routing, weights, plan) -> torch.Tensor:
                 where = job.where if job.kind == STREAM else ("slot", pool.slot((layer, e)))
             on_device(e, where)
             continue
-        with ex.lock:   # the copy failed: its slot is free again; the CPU computes the expert
+        with ex.lock:   # the copy failed: its slots are free again; the CPU computes the expert
             ex.c.gpu_execs -= 1
             ex.c.cpu_execs += 1
         host_in = host_in or (hidden.to("cpu"), weights.to("cpu"))

@@ -66,7 +66,7 @@ class RunOptions(ModelOptions):
 class ValidateOptions(RunOptions):
     """``python -m real validate``: real and simulated runs of the same traces, diff table."""
 
-    policies: str = "moespac,llamacpp_sd"
+    policies: str = "moespac,llamacpp_sd"   # (= validate.DEFAULT_POLICIES) with run=: the run's own
     run: str | None = None               # an existing `real run` output folder to replay instead
     out: str | None = "out/validate"
     sim_hardware: str | None = None      # the simulator's hardware (default: the real run's)

@@ -154,8 +154,10 @@ def profile(opts) -> dict:
     """Measure, write ``opts.out`` (atomically) and return the hardware dict."""
     from pathlib import Path
 
+    from traces.atomic import check_writable
     from traces.io import atomic_write_bytes
     from real.offload.profile_yaml import build_yaml
+    check_writable(opts.out, "out")   # before measuring
     hw, text = build_yaml(measure_all(opts), opts)
     atomic_write_bytes(Path(opts.out), lambda f: f.write(text.encode()))
     return hw

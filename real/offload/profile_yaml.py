@@ -14,13 +14,16 @@ def _spec(meas: dict, opts, layer_kernels: int, hw_base: dict, mspec: dict, dspe
     not cover, to the measured fixed (expert-free) times of one speculative step.
 
     The cost model charges a MoE layer ``roof_l + kernels * k``, a target forward's fixed part
-    ``roof_s + o`` and a draft token ``roof_d + draft_layers * 8 * k + o / 2``. Least squares
+    ``roof_s + o`` and a draft token ``roof_d + draft_layers * kernels_per_draft_layer * k +
+    draft_overhead`` (the counts are the hardware spec's own fields; without an explicit
+    ``draft_overhead_us`` the draft overhead is ``LEGACY_DRAFT_OVERHEAD_FRAC * o``). Least squares
     over the three measurements, each weighted by how often a step pays it (``L`` layers, one
     forward, ``gamma`` draft tokens), so the fitted step matches the measured one.
     """
     import numpy as np
 
     from sim import config
+    from sim.config import LEGACY_DRAFT_OVERHEAD_FRAC
     from sim.cost_model import CostModel
     n = opts.gamma + 1
     hw = dict(hw_base, gpu_kernel_us=1e-9, step_overhead_us=1e-9)
@@ -30,7 +33,8 @@ def _spec(meas: dict, opts, layer_kernels: int, hw_base: dict, mspec: dict, dspe
     rows = [[L * layer_kernels, 0.0], [0.0, 1.0]]
     rhs = [L * (per_layer - cost.layer_fixed_s(n, opts.context)), meas["head_s"] - cost.step_fixed_s(n)]
     if meas["draft_s"] is not None:
-        rows.append([g * dspec["n_layers"] * 8, g * 0.5])
+        share = LEGACY_DRAFT_OVERHEAD_FRAC if hw_base.get("draft_overhead_us") is None else 0.0
+        rows.append([g * dspec["n_layers"] * cost.hw.kernels_per_draft_layer, g * share])
         rhs.append(g * (meas["draft_s"] - cost.draft_token_s(opts.context)))
     (k, o), *_ = np.linalg.lstsq(np.asarray(rows), np.asarray(rhs), rcond=None)
     hw["gpu_kernel_us"] = max(0.1, 1e6 * float(k))
@@ -63,7 +67,8 @@ def build_yaml(meas: dict, opts) -> tuple[dict, str]:
             "cpu_tflops": meas["cpu_tflops"], "cpu_flops_eff": 1.0, "cpu_threads": torch.get_num_threads(),
             "cpu_expert_us": max(0.1, 2 * cpu_tab[1] - cpu_tab[2]) if len(cpu_tab) > 2 else 1.0,
             "layer_sync_us": 1e6 * meas["sync_s"], "step_overhead_us": 1.0, "reserved_gib": 1.0}
-    kernels = 8 + (3 if models.n_shared else 0)
+    spec = config.hardware(base)
+    kernels = spec.kernels_per_layer + (spec.kernels_per_shared_expert if models.n_shared else 0)
     hw, per_layer = _spec(meas, opts, kernels, base, mspec, dspec)
     draft_model = CostModel(config.hardware(hw), config.model(mspec), config.draft(dspec)).draft_token_s(opts.context)
     hw = {k: (round(float(v), 4) if isinstance(v, float) else v) for k, v in hw.items()}

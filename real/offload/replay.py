@@ -2,13 +2,15 @@
 
 A trace written by ``python -m real run`` carries in its metadata the model, draft and hardware
 specs, cache ratio, gamma, seed and context the real run used, so the simulator rebuilds the same
-policy context (slots, cost table, profile, future) and replays the recorded verify windows.
+policy context (slots, the cost table at the run's own ``table_context``, profile, future) and
+replays the recorded verify windows from the real prompt length.
 ``sync=True`` replays with blocking prefetch (``run_one(overlap=False)``), as the real run's
 ``sync=true`` does.
 """
 from __future__ import annotations
 
 from sim import runner
+from sim.protocol import table_context
 
 COUNTS = ("requests", "hits", "gpu_execs", "cpu_execs", "demand_fetches", "prefetches", "streams",
           "evictions", "fallbacks", "prefetch_useful", "tokens", "steps")
@@ -22,11 +24,11 @@ def replay(trace, policy: str | None = None, policy_args: dict | None = None, sy
     sync = meta["sync"] if sync is None else sync
     args = dict(policy_args or {})
     gen = trace.n_tokens - 1    # tokens produced by the verify steps (the first came from the prefill)
-    prompt = meta["prompt_tokens"] + meta["ctx_gen_tokens"] // 2 - gen // 2   # same cost-table context
+    tctx = meta.get("table_context", table_context(meta["prompt_tokens"], meta["ctx_gen_tokens"]))
     kwargs = dict(policy=policy, trace=trace, hardware=hardware or meta["hardware_spec"],
                   model=meta["model_spec"], draft=meta["draft_spec"], gamma=meta["gamma"],
                   gen_tokens=gen, seed=meta["seed"], acceptance=0.7, experiment=experiment,
-                  prompt_tokens=prompt, context=meta["context"], policy_args=args,
+                  prompt_tokens=meta["prompt_tokens"], table_tokens=tctx, context=meta["context"], policy_args=args,
                   workload=meta["workload"], cache_ratio=meta["cache_ratio"],
                   overlap=False if sync else None)
     return runner.run_one(**kwargs)

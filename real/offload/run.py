@@ -66,6 +66,34 @@ def reference_tokens(models, prompts, opts) -> list[list[int]]:
             for _, ids in prompts]
 
 
+RANGED = ("cache_ratio", "gamma", "max_new_tokens", "context", "seed", "prompt_len", "cpu_workers", "warmup",
+          "fail_every", "delay_ms")
+VOLATILE = ("out", "quiet")
+
+
+def check_out(opts) -> None:
+    """Refuse an ``out=`` folder that holds a run made with other options (its results and traces
+    would be replaced or mixed); the same options rerun in place."""
+    if not opts.out:
+        return
+    from traces.atomic import check_writable
+    out = check_writable(opts.out, "out", kind="dir")
+    saved = out / "options.json"
+    if saved.is_file():
+        try:
+            old = json.loads(saved.read_text())
+        except (OSError, ValueError):
+            old = {}
+        new = json.loads(json.dumps(asdict(opts), sort_keys=True))
+        diff = [f"{k} ({old.get(k)!r} -> {new.get(k)!r})" for k in sorted(set(old) | set(new))
+                if k not in VOLATILE and old.get(k) != new.get(k)]
+        if diff:
+            raise ValueError(f"out={out}: holds a run with other options ({'; '.join(diff[:5])}); use another "
+                             "out= (one folder holds one run, so its rows and traces are never mixed)")
+    elif (out / "results.parquet").exists() or (out / "traces").exists():
+        raise ValueError(f"out={out}: holds results or traces of another run; use another out=")
+
+
 @dataclass
 class Prepared:
     """Models offloaded once, their prompts and (with ``check``) the reference tokens: several
@@ -86,10 +114,12 @@ def prepare(opts) -> Prepared:
     from real.offload.copier import Faults
     from real.offload.models import load_models, offload
     from sim.policies import make_policy
+    from sim.user_input import check_all, check_policy_params
+    check_all(asdict(opts), RANGED)
     load_hardware(opts.hardware)
+    check_policy_params(opts.policy, dict(opts.policy_args))
     make_policy(opts.policy, **dict(opts.policy_args))   # a bad name or argument fails before loading
-    if not 0.0 <= opts.cache_ratio <= 1.0:
-        raise ValueError(f"cache_ratio must lie in 0..1, got {opts.cache_ratio}")
+    check_out(opts)
     models = load_models(opts)
     prompts = prompt_list(opts, models)
     reference = reference_tokens(models, prompts, opts) if opts.check else None

@@ -15,11 +15,12 @@ import time
 
 import numpy as np
 
-from real.offload.context import draft_spec, model_spec, policy_context, profile_counts
+from real.offload.context import draft_spec, model_spec, policy_context
 from real.offload.decoder import OffloadedDecoder
 from real.router_hooks import RouterRecorder, capture_trace
 from real.speculative import SpeculativeDecoder
 from sim.policies import make_policy
+from sim.protocol import routing_counts, table_context
 from traces.schema import SCHEMA_VERSION, Trace
 from traces.windows import build_schedule
 
@@ -47,7 +48,8 @@ class OffloadSession:
                 "n_shared_experts": ms["n_shared_experts"], "n_dense_layers": ms["n_dense_layers"],
                 "prompt_id": prompt_id, "prompt_index": index, "prompt_tokens": n_prompt,
                 "policy": policy_name, "cache_ratio": self.opts.cache_ratio, "sync": self.opts.sync,
-                "ctx_gen_tokens": max_new - 1, "context": self.opts.context,
+                "ctx_gen_tokens": max_new - 1, "table_context": table_context(n_prompt, max_new - 1),
+                "context": self.opts.context,
                 "seed": self.opts.seed, "model_spec": ms, "draft_spec": self.draft_spec,
                 "hardware_spec": self.hardware}
 
@@ -71,18 +73,19 @@ class OffloadSession:
         opts, wall = self.opts, time.perf_counter()
         max_new = max_new or opts.max_new_tokens
         policy = make_policy(opts.policy, **dict(opts.policy_args))
-        gamma = (policy.gamma_max if policy.adaptive_gamma else opts.gamma) if policy.speculative else 0
+        gamma = policy.run_gamma(opts.gamma)
         meta = self._meta(opts.policy, gamma, prompt_id, index, len(ids), max_new)
         profile = future = None
-        if policy.needs_future or getattr(policy, "needs_profile", False):
+        if policy.needs_future or policy.needs_profile:
             pre = self._prepass(ids, gamma, meta)
-            profile = profile_counts(pre.experts, pre.n_layers, pre.n_experts)
+            profile = routing_counts(pre.experts, pre.n_layers, pre.n_experts)
             future = build_schedule(pre, gamma, pre.n_tokens - 1).counts
         ctx = policy_context(policy, self.hardware, self.model_spec, self.draft_spec, opts.cache_ratio, gamma,
-                             len(ids), max_new - 1, opts.context, opts.seed, profile, future)
+                             table_context(len(ids), max_new - 1), opts.context, opts.seed, profile, future)
         self.ex.begin(policy, ctx, sync=opts.sync)
         decoder = OffloadedDecoder(self.m.target, self.m.draft if gamma else None, gamma, self.ex, self._eos())
-        with RouterRecorder(self.m.target, predict_next=False) as rec:
+        # the trace records the next-layer prediction, so a simulated replay reads the same signal
+        with RouterRecorder(self.m.target, predict_next=True) as rec:
             trace, tokens = capture_trace(rec, decoder, ids, max_new, meta)
         c = self.ex.finish()
         c.draft_s = decoder.timer.draft_s

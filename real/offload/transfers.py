@@ -1,94 +1,75 @@
-"""Slots and transfers of the live executor: ``Engine._reserve``, ``start_prefetch``,
-``transfer_landed`` and ``_drain`` of :mod:`sim.engine`, line by line, on real copies.
+"""Slots and transfers of the live executor: the protocol core's copies on real buffers.
 
-Reservation and landing run under the executor's lock (the copy engine's thread calls
-:meth:`TransferMixin.start_prefetch` and :meth:`TransferMixin.transfer_landed`); a failed copy
-cancels its reservation (``cache.cancel``) and frees the slot, and whoever waited for it computes
-the expert on the CPU instead.
+Reservation, eviction and landing are :class:`sim.protocol.ProtocolCore`'s (the same code the
+simulator runs); this module only turns the core's :class:`sim.protocol.Copy` requests into
+:class:`real.offload.copier.Transfer` jobs on the copy engine, keeps the slot pool in step with
+the cache (:class:`PoolSlots`), and blocks on copies. Core calls run under the executor's lock
+(the copy engine's thread calls :meth:`TransferMixin.start_prefetch` and
+:meth:`TransferMixin.transfer_landed`); a failed copy frees its slots, and whoever waited for it
+computes the expert on the CPU instead.
 """
 from __future__ import annotations
 
 import time
 
-from real.offload.copier import DEMAND, PREFETCH, STREAM, Transfer
-from sim.accounting import next_prefetch
+from real.offload.copier import STREAM, Transfer
+from sim.protocol import Copy, SlotObserver
 
+
+class PoolSlots(SlotObserver):
+    """Keeps the :class:`real.offload.slots.SlotPool`'s buffer assignment in step with the cache."""
+
+    def __init__(self, pool):
+        self.pool = pool
+
+    def taken(self, layer: int, expert: int) -> None:
+        self.pool.take((layer, expert))
+
+    def released(self, layer: int, expert: int) -> None:
+        self.pool.release((layer, expert))
 
 
 class TransferMixin:
-    """The slot and transfer half of :class:`real.offload.executor.OffloadExecutor`."""
+    """The transfer half of :class:`real.offload.executor.OffloadExecutor`."""
 
-    def reserve(self, layer: int, expert: int) -> bool:
-        """Reserve a slot for (layer, expert), evicting the policy's victim if none is free (locked)."""
-        cache = self.cache
-        if cache.n_free <= 0:
-            victim = self.policy.victim(layer, expert, cache)
-            if victim is None:
-                return False
-            vl, ve = int(victim[0]), int(victim[1])
-            cache.evict(vl, ve)
-            self.pool.release((vl, ve))
-            self.prefetched.evicted(vl, ve)
-            self.c.evictions += 1
-        cache.begin(layer, expert)
-        self.pool.take((layer, expert))
-        return True
-
-    def transfer(self, layer: int, expert: int, kind: str) -> Transfer:
-        """A copy into (layer, expert)'s reserved slot, registered as in flight (locked)."""
-        where = ("slot", self.pool.slot((layer, expert)))
-        job = Transfer(layer, expert, kind, where, guard=self.pool.guard(where))
-        self.jobs[(layer, expert)] = job
+    def transfer(self, copy: Copy) -> Transfer:
+        """A :class:`Transfer` for the core's ``copy``, its destinations (slots, or a staging buffer
+        for a stream) bound and registered as in flight (locked)."""
+        pool = self.pool
+        if copy.kind == STREAM:
+            wheres = (("stage", pool.acquire_stage()),)
+        else:
+            wheres = tuple(("slot", pool.slot((copy.layer, e))) for e in copy.experts)
+        job = Transfer(copy, wheres, tuple(pool.guard(w) for w in wheres))
+        if copy.kind != STREAM:
+            for e in copy.experts:
+                self.jobs[(copy.layer, e)] = job
         return job
-
-    def stream(self, layer: int, expert: int) -> Transfer:
-        """A copy into a staging buffer for a STREAM placement (no slot; locked)."""
-        where = ("stage", self.pool.acquire_stage())
-        return Transfer(layer, expert, STREAM, where, guard=self.pool.guard(where))
 
     def start_prefetch(self) -> Transfer | None:
         """The link is idle: the policy's next valid prefetch, its slot reserved, or None."""
         with self.lock:
-            item = next_prefetch(self.policy, self.cache, self.reserve)
-            return None if item is None else self.transfer(item[0], item[1], PREFETCH)
+            copy = self.core.next_prefetch()
+            return None if copy is None else self.transfer(copy)
 
     def transfer_landed(self, job: Transfer) -> None:
-        """Called by the copy engine after every copy (failed copies free their slot)."""
+        """Called by the copy engine after every copy (failed copies free their slots)."""
         with self.lock:
-            c, key = self.c, (job.layer, job.expert)
-            c.pcie_busy_s += job.seconds
+            self.c.pcie_busy_s += job.seconds
             if job.kind != STREAM:
-                self.jobs.pop(key, None)
-            if not job.ok:
-                self.failed += 1
-                if job.kind != STREAM:
-                    self.cache.cancel(*key)
-                    self.pool.release(key)
-                return
-            c.pcie_bytes += self.host.expert_bytes
-            if job.kind == STREAM:
-                c.streams += 1
-                return
-            self.cache.land(*key)
-            if job.kind == PREFETCH:
-                c.prefetches += 1
-                self.prefetched.landed(*key)
-            else:
-                c.demand_fetches += 1
-            self.policy.on_transfer_done(job.layer, job.expert, self.cache)
+                for e in job.copy.experts:
+                    self.jobs.pop((job.layer, e), None)
+            self.core.landed(job.copy, job.ok)
 
     def drain(self) -> None:
         """Blocking prefetch (``overlap = False``): move every queued expert now, one after another."""
-        while True:
-            job = self.start_prefetch()
-            if job is None:
-                return
+        while (job := self.start_prefetch()) is not None:
             self.copier.submit(job)
             self.copier.wait(job)
 
-    def submit_demand(self, layer: int, expert: int) -> Transfer:
-        """Start a demand fetch into the slot just reserved (locked)."""
-        job = self.transfer(layer, expert, DEMAND)
+    def submit(self, copy: Copy) -> Transfer:
+        """Start a demand (or stream) copy whose slots the core just reserved (locked)."""
+        job = self.transfer(copy)
         self.copier.submit(job)
         return job
 

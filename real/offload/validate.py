@@ -70,6 +70,22 @@ def format_table(v: PolicyValidation, sync: bool) -> str:
     return "\n".join(lines)
 
 
+DEFAULT_POLICIES = "moespac,llamacpp_sd"
+
+
+def _by_policy(traces: list) -> dict:
+    """Traces of a `real run` folder grouped by the policy that made each (never replayed as another)."""
+    from traces.errors import TraceError
+    groups: dict = {}
+    for t in traces:
+        policy = t.meta.get("policy")
+        if not isinstance(t.meta.get("real"), dict) or not policy:
+            raise TraceError(t.path, "meta.policy", f"not a trace of `python -m real run` (source "
+                                                    f"{t.meta.get('source')!r}); validate needs its real counters")
+        groups.setdefault(policy, []).append(t)
+    return groups
+
+
 def _traces_of(folder: Path) -> list:
     from traces.io import list_traces, load_trace
     return [load_trace(p) for p in list_traces(folder / "traces")]
@@ -82,8 +98,14 @@ def validate(opts) -> list[PolicyValidation]:
     sim_hw = load_hardware(opts.sim_hardware) if opts.sim_hardware else None
     results = []
     if opts.run:
-        traces = _traces_of(Path(opts.run))
-        results.append(validate_traces(traces, traces[0].meta["policy"], sim_hw, None))
+        groups = _by_policy(_traces_of(Path(opts.run)))
+        wanted = list(groups) if opts.policies == DEFAULT_POLICIES else \
+            [p.strip() for p in opts.policies.split(",") if p.strip()]
+        missing = [p for p in wanted if p not in groups]
+        if missing:
+            raise ValueError(f"policies={opts.policies}: run={opts.run} holds traces of {', '.join(groups)} only")
+        for policy in wanted:
+            results.append(validate_traces(groups[policy], policy, sim_hw, None))
     else:
         policies = [p.strip() for p in opts.policies.split(",") if p.strip()]
         for policy in policies:

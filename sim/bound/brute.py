@@ -59,7 +59,7 @@ class ScriptedPolicy(Policy):
                 return item
         return None
 
-    def victim(self, layer, expert, cache):
+    def victim(self, layer, expert, cache, demand):
         best, far = None, -1
         for l, e in zip(*np.nonzero(cache.resident & ~cache.pinned[:, None])):
             nu = self.index.next_use(int(l), int(e), self.pos)

@@ -57,12 +57,11 @@ class AccelerateOffload(OffloadPolicy):
             room = self.staging - int(np.count_nonzero(present)) - int(np.count_nonzero(req & ~present))
             extra = (~(present | req)).nonzero()[0][: max(0, room)].tolist()
             self.lru.touch(layer, resident.nonzero()[0])
-        self.note_demand_experts(layer, (req & ~resident).nonzero()[0].tolist() + extra)
         return Placement(where, extra_fetch=extra, bulk=True)
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         found = self.lru.oldest(evictable_mask(cache) & self.staged_mask)
-        return found if found is not None else self.refuse(layer, expert)
+        return found if found is not None else self.refuse(demand)
 
     def victims(self, layer: int, n: int, cache):
         """Up to ``n`` victims at once for a block copy (the staged experts, least recent first)."""

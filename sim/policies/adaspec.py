@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, gpu_where, present_row
+from sim.policies.common import OffloadPolicy, evictable_mask, gpu_where, present_row
 from sim.policies.prefetch_queue import PrefetchQueue
 from sim.policies.split import ExpertTimes, best_split, split_time
 from sim.policies.static_sets import most_popular
@@ -63,6 +63,10 @@ class AdaSpec(OffloadPolicy):
         self.rate_decay, self.warmup, self.probe, self.explore_every = rate_decay, warmup, probe, explore_every
         self.decay, self.swap_margin, self.prefetch_per_layer = decay, swap_margin, prefetch_per_layer
         self.sync_us, self.next_layer, self.warm_start = sync_us, next_layer, warm_start
+
+    def run_gamma(self, gamma: int) -> int:
+        """Runs are set up for the largest draft length (each step chooses its own)."""
+        return self.gamma_max
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
@@ -143,7 +147,6 @@ class AdaSpec(OffloadPolicy):
         cpu = bool(((counts > 0) & ~on_gpu).any())
         self.step_s += (self.ctx.costs.layer_fixed_s + split_time(counts, on_gpu, landed, self.ctx.costs, wait)
                         + (self.sync_s if cpu else 0.0))
-        self.note_demand_experts(layer, (on_gpu & ~cache.resident[layer]).nonzero()[0])
         if self.next_layer and layer + 1 < self.ctx.n_layers:
             self._queue_top(layer + 1, cache, 0)
         return Placement(gpu_where(cache, layer, counts, on_gpu))
@@ -167,15 +170,15 @@ class AdaSpec(OffloadPolicy):
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
-    def victim(self, layer: int, expert: int, cache):
-        ok = cache.resident & ~cache.pinned[:, None]
+    def victim(self, layer: int, expert: int, cache, demand: bool):
+        ok = evictable_mask(cache)
         if not ok.any():
-            return self.refuse(layer, expert)
+            return self.refuse(demand)
         masked = np.where(ok, self.score, np.inf)
         flat = int(np.argmin(masked))
         l, e = divmod(flat, cache.n_experts)
-        if not self.is_demand(layer, expert) and masked[l, e] + self.swap_margin >= self.score[layer, expert]:
-            return self.refuse(layer, expert)
+        if not demand and masked[l, e] + self.swap_margin >= self.score[layer, expert]:
+            return self.refuse(demand)
         return (l, e)
 
     def metrics(self) -> dict[str, float]:

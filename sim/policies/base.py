@@ -15,13 +15,16 @@ The executor calls, for every decode step::
     on_step_end(step, n_verified, accepted)    # the verify result of the step
     # whenever the PCIe link is idle and no demand fetch waits:
     next_transfer(cache) -> (layer, expert) | None
-    # whenever a transfer needs a slot and none is free:
-    victim(layer, expert, cache) -> (layer, expert) | None
-    on_transfer_done(layer, expert, cache)
+    # whenever a transfer needs a slot and none is free (demand: a layer waits for it):
+    victim(layer, expert, cache, demand) -> (layer, expert) | None
+    victims(layer, n, cache) -> [(layer, expert), ...] | None      # a block copy (Placement.bulk)
+    on_transfer_done(layer, expert, cache) / on_transfers_done(layer, experts, cache)
 
 ``counts[e]`` is the number of verified tokens (1 in AR decoding, up to gamma+1 in SD) that chose
 expert ``e`` at this layer. The executor mutates the :class:`sim.expert_cache.ExpertCache`; a
-policy only reads it.
+policy only reads it. The bookkeeping around these calls is :class:`sim.protocol.ProtocolCore`,
+shared by every executor; every hook and attribute an executor reads is declared below with its
+default.
 """
 from __future__ import annotations
 
@@ -30,45 +33,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim.cost_table import CostTable
+
 # Where a requested expert runs (values of Placement.where)
 GPU = 0     # resident in a VRAM slot: computed by the GPU
 CPU = 1     # computed by the CPU from host memory
 FETCH = 2   # demand fetch over PCIe into a slot, then computed by the GPU
 STREAM = 3  # computed by the GPU reading the weights over PCIe (UVA), no slot used
-WHERE_NAMES = {GPU: "gpu", CPU: "cpu", FETCH: "fetch", STREAM: "stream"}
 
-
-@dataclass(frozen=True)
-class CostTable:
-    """The cost model's numbers a policy may use to decide (seconds; pure data, no clock).
-
-    ``gpu_expert_s[n]`` / ``cpu_expert_s[n]``: time for one expert with ``n`` tokens routed to it
-    (index 0..len-1; beyond the end, extrapolate linearly from the last two entries).
-    """
-
-    gpu_expert_s: np.ndarray
-    cpu_expert_s: np.ndarray
-    transfer_s: float          # one expert host->device over PCIe
-    layer_fixed_s: float       # non-expert GPU time of one layer (attention, router, shared experts)
-    draft_phase_s: float       # the whole draft phase before a verify pass (0 in AR)
-    expert_bytes: int
-    step_fixed_s: float = 0.0  # per target forward outside the MoE layers (embeddings, lm_head, host)
-
-    @staticmethod
-    def _lookup(table: np.ndarray, n: np.ndarray | int) -> np.ndarray:
-        n = np.asarray(n)
-        last = len(table) - 1
-        slope = table[last] - table[last - 1] if last >= 1 else 0.0
-        inside = table[np.minimum(n, last)]
-        return np.where(n <= last, inside, table[last] + (n - last) * slope)
-
-    def gpu(self, n):
-        """GPU time of one expert with ``n`` tokens (vectorised over ``n``)."""
-        return self._lookup(self.gpu_expert_s, n)
-
-    def cpu(self, n):
-        """CPU time of one expert with ``n`` tokens (vectorised over ``n``)."""
-        return self._lookup(self.cpu_expert_s, n)
+# Predictor accuracies an executor simulates when the trace records no prediction and the policy
+# states none: next-layer gate prediction about 0.9 (Fate reports ~97% with cross-layer gate
+# inputs, an MLP predictor on Mixtral reaches 73% top-2: docs/sources.md); draft-based prediction
+# 0.88 (SP-MoE top-1 expert prediction 88-89%, source S3 in docs/sources.md).
+NEXT_LAYER_ACCURACY = 0.90
+DRAFT_ACCURACY = 0.88
 
 
 @dataclass(frozen=True)
@@ -112,11 +90,12 @@ class Placement:
 
     ``where[e]`` is one of GPU/CPU/FETCH/STREAM for every expert with ``counts[e] > 0`` (entries of
     unrequested experts are ignored). ``extra_fetch`` lists experts of this layer to fetch as demand
-    although no token requested them (whole-layer offload, as Accelerate does). ``gpu_first`` is the
-    ``bulk`` moves all of this layer's demand fetches (FETCH and ``extra_fetch``) as one copy: one
-    latency, then all the bytes, landing together (a whole module copied at once, as Accelerate's
-    offload hook does). Otherwise each demand fetch is its own transfer and the GPU computes each
-    fetched expert as soon as it lands.
+    although no token requested them (whole-layer offload, as Accelerate does). ``bulk=True`` moves
+    all of this layer's demand fetches (FETCH and ``extra_fetch``) as one copy: one latency, then
+    all the bytes, landing together (a whole module copied at once, as Accelerate's offload hook
+    does). Otherwise each demand fetch is its own transfer and the GPU computes each fetched expert
+    as soon as it lands. STREAM copies the expert into a staging buffer over the link (no cache
+    slot) and the GPU computes it once landed.
     """
 
     where: np.ndarray
@@ -127,13 +106,20 @@ class Placement:
 class Policy(abc.ABC):
     """Base class with do-nothing hooks. Subclasses override what they decide.
 
-    Class attributes: ``name`` (registry key), ``speculative`` (runs speculative decoding: the
-    executor uses the run's gamma; otherwise gamma is 0), ``overlap`` (prefetches overlap compute;
-    False makes the executor finish every queued prefetch before it goes on), ``needs_future``
-    (gets ``ctx.future_counts``: the oracle), ``needs_profile`` (gets ``ctx.profile``: static
-    placement from an offline profile). Optional: ``next_layer_accuracy`` / ``draft_accuracy`` (the
-    accuracy of the predictor the executor simulates when the trace carries no prediction) and
-    ``cpu_efficiency_scale`` (the CPU kernels' speed relative to llama.cpp's).
+    Class attributes (an executor reads exactly these): ``name`` (registry key), ``speculative``
+    (runs speculative decoding: the executor uses the run's gamma; otherwise gamma is 0),
+    ``overlap`` (prefetches overlap compute; False makes the executor finish every queued prefetch
+    before it goes on), ``needs_future`` (gets ``ctx.future_counts``: the oracle),
+    ``needs_profile`` (gets ``ctx.profile``: static placement from an offline profile),
+    ``next_layer_accuracy`` / ``draft_accuracy`` (the accuracy of the predictor the executor
+    simulates when the trace carries no prediction) and ``cpu_efficiency_scale`` (the CPU
+    kernels' speed relative to llama.cpp's; the cost model multiplies the CPU's rates by it).
+    ``cpu_layers``: MoE layers computed whole on the CPU, attention included (llama.cpp ``-ngl``);
+    ``output_on_cpu``: the output layer (lm_head) too. Both are fixed once :meth:`reset` returns.
+    ``adaptive_gamma``: the policy chooses each step's draft length (:meth:`choose_gamma`, asked
+    through the protocol core before every step; the run is set up for :meth:`run_gamma`);
+    ``draft_extra_decodes``: draft forwards per drafting step beyond its drafts (llama.cpp's
+    ``examples/speculative`` loop decodes the target's corrected token first: 1).
     """
 
     name = "base"
@@ -141,10 +127,16 @@ class Policy(abc.ABC):
     overlap = True
     needs_future = False
     needs_profile = False
-    adaptive_gamma = False     # True: the executor asks choose_gamma(step) before every step
-    draft_extra_decodes = 0    # draft forwards per step beyond gamma (llama.cpp's speculative loop: 1)
+    next_layer_accuracy = NEXT_LAYER_ACCURACY
+    draft_accuracy = DRAFT_ACCURACY
+    cpu_efficiency_scale = 1.0
+    cpu_layers: frozenset = frozenset()
+    output_on_cpu = False
+    adaptive_gamma = False
+    draft_extra_decodes = 0
 
     def reset(self, ctx: PolicyContext, cache) -> None:
+        """A new run begins: shapes, budget and costs (called before anything else)."""
         self.ctx = ctx
 
     def initial_residency(self) -> list[tuple[int, int]]:
@@ -152,10 +144,15 @@ class Policy(abc.ABC):
         return []
 
     def on_step_start(self, step: int, signals: Signals, cache) -> None:
-        pass
+        """The draft phase of ``step`` begins (SD) / the token begins (AR); may enqueue prefetches."""
 
     def on_layer_start(self, layer: int, cache) -> None:
-        pass
+        """``layer`` starts computing (the executor has pinned it)."""
+
+    def run_gamma(self, gamma: int) -> int:
+        """The draft length a run of this policy is set up for, given the run's ``gamma``: that gamma
+        when speculative, 0 otherwise; a policy with ``adaptive_gamma`` returns its largest choice."""
+        return int(gamma) if self.speculative else 0
 
     def choose_gamma(self, step: int) -> int:
         """Drafts for ``step`` (asked before ``on_step_start`` when ``adaptive_gamma``; 0..ctx.gamma)."""
@@ -169,33 +166,42 @@ class Policy(abc.ABC):
         """Where each requested expert of ``layer`` runs (every concrete policy decides this)."""
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
-        pass
+        """``layer`` finished (unpinned); update utilities, enqueue prefetches."""
 
     def next_transfer(self, cache) -> tuple[int, int] | None:
+        """The link is idle and no demand fetch waits: the next expert to prefetch, or None."""
         return None
 
-    def victim(self, layer: int, expert: int, cache) -> tuple[int, int] | None:
+    def victim(self, layer: int, expert: int, cache, demand: bool) -> tuple[int, int] | None:
+        """A transfer of (layer, expert) needs a slot and none is free: the expert to evict, or None
+        (then a demand fetch runs on the CPU and a prefetch is dropped). ``demand`` is True when a
+        layer waits for the transfer (a FETCH or ``extra_fetch``), False for a prefetch."""
+        return None
+
+    def victims(self, layer: int, n: int, cache) -> list[tuple[int, int]] | None:
+        """A block copy (``Placement.bulk``) of ``layer`` is ``n`` slots short: up to ``n`` victims
+        at once, in eviction order. None (the default): ask :meth:`victim` once per expert."""
         return None
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
-        pass
+        """A transfer of (layer, expert) landed: it is resident now."""
 
-    # Optional block-copy hooks (``Placement.bulk``); without them the executor calls victim() and
-    # on_transfer_done() once per expert:
-    #   victims(layer, n, cache) -> list[(layer, expert)]   up to n victims, in eviction order
-    #   on_transfers_done(layer, experts, cache)            several experts of a layer landed
+    def on_transfers_done(self, layer: int, experts: list[int], cache) -> None:
+        """A block copy of several experts of ``layer`` landed together (default: once per expert)."""
+        for e in experts:
+            self.on_transfer_done(layer, e, cache)
 
     def metrics(self) -> dict[str, float]:
         """Extra numbers for the result row (e.g. MoE-SpAc's hot/cold precision)."""
         return {}
+
+    def cpu_layer_count(self, n_layers: int) -> int:
+        """MoE layers this policy computes whole on the CPU (llama.cpp ``-ngl``), read by the runner
+        before the memory plan: their attention and router weights stay in host DRAM."""
+        return 0
 
     def slot_request(self, n_layers: int, n_experts: int) -> int | None:
         """Expert slots an engine knob of this policy asks for (llama.cpp ``--n-cpu-moe``,
         kTransformers' GPU experts), read by the runner before the memory plan; None: the run's
         ``cache_ratio`` / ``slots_per_layer`` decide."""
         return None
-
-
-def resident_or(cache, layer: int, counts: np.ndarray, otherwise: int) -> np.ndarray:
-    """``where`` array: GPU for requested experts resident in ``layer``, ``otherwise`` for the rest."""
-    return np.where(cache.resident[layer], GPU, otherwise).astype(np.int8)

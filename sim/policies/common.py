@@ -14,11 +14,6 @@ def requested(counts: np.ndarray) -> np.ndarray:
     return (np.asarray(counts) > 0).ravel().nonzero()[0]
 
 
-def evictable(cache, layer: int, expert: int) -> bool:
-    """True when ``(layer, expert)`` may be evicted now: resident (landed) and its layer not pinned."""
-    return bool(cache.resident[layer, expert]) and not bool(cache.pinned[layer])
-
-
 def evictable_mask(cache) -> np.ndarray:
     """``[L, E]`` mask of experts that may be evicted now."""
     return cache.resident & ~cache.pinned[:, None]
@@ -48,36 +43,17 @@ def fetch_all_where(cache, layer: int, counts: np.ndarray) -> np.ndarray:
 
 
 class OffloadPolicy(Policy):
-    """Base for policies that move experts: tells demand transfers from prefetches.
+    """Base for policies that move experts: counts prefetches offered and dropped (for :meth:`metrics`).
 
-    :meth:`victim` is called for both; a policy usually refuses to evict a more useful expert for a
-    prefetch, but must find room for a demand fetch. :meth:`note_demand` records the demand
-    transfers a :meth:`place` answer starts; :meth:`is_demand` tests them. Also counts prefetches
-    offered and dropped (for :meth:`metrics`).
+    :meth:`victim` is called for both demand fetches and prefetches (its ``demand`` argument says
+    which); a policy usually refuses to evict a more useful expert for a prefetch, but must find
+    room for a demand fetch.
     """
 
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
-        self._demand_layer = -1            # the demand fetches noted last are all of one layer
-        self._demand: set[int] = set()     # their expert ids
         self._n_offered = 0
         self._n_dropped = 0
-
-    def note_demand(self, layer: int, where: np.ndarray, counts: np.ndarray, extra=()) -> None:
-        """Remember the demand fetches of ``layer`` (FETCH entries of requested experts, plus ``extra``)."""
-        fetch = np.flatnonzero((np.asarray(where) == FETCH) & (np.asarray(counts) > 0))
-        self._demand_layer = layer
-        self._demand = set(fetch.tolist())
-        self._demand.update(int(e) for e in extra)
-
-    def note_demand_experts(self, layer: int, experts) -> None:
-        """Remember the demand fetches of ``layer`` given as expert ids (same as :meth:`note_demand`)."""
-        self._demand_layer = layer
-        self._demand = set(experts.tolist() if isinstance(experts, np.ndarray) else experts)
-
-    def is_demand(self, layer: int, expert: int) -> bool:
-        """Whether a transfer of ``(layer, expert)`` is a demand fetch of the current layer."""
-        return layer == self._demand_layer and expert in self._demand
 
     def offer(self, item):
         """Count and return a prefetch candidate (or None) from :meth:`next_transfer`."""
@@ -85,9 +61,9 @@ class OffloadPolicy(Policy):
             self._n_offered += 1
         return item
 
-    def refuse(self, layer: int, expert: int):
+    def refuse(self, demand: bool):
         """Count a dropped prefetch when :meth:`victim` finds nothing worth evicting; returns None."""
-        if not self.is_demand(layer, expert):
+        if not demand:
             self._n_dropped += 1
         return None
 
@@ -95,5 +71,5 @@ class OffloadPolicy(Policy):
         return {"prefetch_offered": float(self._n_offered), "prefetch_dropped": float(self._n_dropped)}
 
 
-__all__ = ["CPU", "FETCH", "GPU", "OffloadPolicy", "evictable", "evictable_mask", "fetch_all_where",
+__all__ = ["CPU", "FETCH", "GPU", "OffloadPolicy", "evictable_mask", "fetch_all_where",
            "gpu_where", "present_row", "requested"]

@@ -46,8 +46,6 @@ class Fate(OffloadPolicy):
         for e in requested(counts).tolist():
             if (layer, e) in arc:
                 arc.hit((layer, e))
-        req = counts > 0
-        self.note_demand_experts(layer, (req & ~cache.resident[layer]).nonzero()[0])
         where = fetch_all_where(cache, layer, counts)
         if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
             pred = np.asarray(signals.next_pred)
@@ -63,12 +61,12 @@ class Fate(OffloadPolicy):
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         resident, pinned = cache.resident, cache.pinned
         ok, found = self.arc.miss((layer, expert), full=True,
                                   eligible=lambda k: resident[k] and not pinned[k[0]])
         if not ok:
-            return self.refuse(layer, expert)
+            return self.refuse(demand)
         return found
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:

@@ -78,7 +78,6 @@ class HybriMoE(OffloadPolicy):
         self.update_scores(layer, counts, signals.router_scores)
         on_gpu = two_ended(counts, present_row(cache, layer), self.ctx.costs, self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand_experts(layer, (on_gpu & ~cache.resident[layer]).nonzero()[0])
         nxt = layer + 1
         if nxt < self.ctx.n_layers and self.k_prefetch > 0:
             row = self.score[nxt]
@@ -92,8 +91,8 @@ class HybriMoE(OffloadPolicy):
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
-    def victim(self, layer: int, expert: int, cache):
-        limit = np.inf if self.is_demand(layer, expert) else self.score[layer, expert]
+    def victim(self, layer: int, expert: int, cache, demand: bool):
+        limit = np.inf if demand else self.score[layer, expert]
         resident, pinned, score = cache.resident, cache.pinned, self.score
 
         def pick(l: int):
@@ -106,4 +105,4 @@ class HybriMoE(OffloadPolicy):
             return (l, e) if score[l, e] < limit else None
 
         found = self.donors.victim(layer, cache, self.current, pick)
-        return found if found is not None else self.refuse(layer, expert)
+        return found if found is not None else self.refuse(demand)

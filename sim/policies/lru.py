@@ -29,12 +29,11 @@ class OnDemandLRU(OffloadPolicy):
         req = counts > 0
         resident = cache.resident[layer]
         self.lru.touch(layer, (req & resident).nonzero()[0])
-        self.note_demand_experts(layer, (req & ~resident).nonzero()[0])   # the FETCH entries
         return Placement(fetch_all_where(cache, layer, counts))
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         found = self.lru.oldest_evictable(cache)
-        return found if found is not None else self.refuse(layer, expert)
+        return found if found is not None else self.refuse(demand)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         self.lru.touch(layer, expert)

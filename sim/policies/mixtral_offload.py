@@ -62,7 +62,6 @@ class MixtralOffload(OffloadPolicy):
         req = counts > 0
         res = cache.resident[layer]
         self.lru.touch(layer, (req & res).nonzero()[0])
-        self.note_demand_experts(layer, (req & ~res).nonzero()[0])
         where = fetch_all_where(cache, layer, counts)
         if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
             self._speculate(layer + 1, np.asarray(signals.next_pred), cache)
@@ -83,13 +82,13 @@ class MixtralOffload(OffloadPolicy):
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         def pick(l: int):
             e = self.lru.oldest_evictable_in(l, cache)
             return None if e is None else (l, e)
 
         found = self.donors.victim(layer, cache, self.current, pick)
-        return found if found is not None else self.refuse(layer, expert)
+        return found if found is not None else self.refuse(demand)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         self.lru.touch(layer, expert)

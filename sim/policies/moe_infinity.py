@@ -70,7 +70,6 @@ class MoEInfinity(OffloadPolicy):
         self._refresh(layer)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        self.note_demand_experts(layer, ((counts > 0) & ~cache.resident[layer]).nonzero()[0])
         return Placement(fetch_all_where(cache, layer, counts))
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
@@ -107,7 +106,7 @@ class MoEInfinity(OffloadPolicy):
         low = score.flat[i]
         return divmod(i, self.ctx.n_experts) if low < below and low != np.inf else None
 
-    def victim(self, layer: int, expert: int, cache):
-        below = np.inf if self.is_demand(layer, expert) else self._prio[layer, expert]
+    def victim(self, layer: int, expert: int, cache, demand: bool):
+        below = np.inf if demand else self._prio[layer, expert]
         found = self._lowest(cache, below)
-        return found if found is not None else self.refuse(layer, expert)
+        return found if found is not None else self.refuse(demand)

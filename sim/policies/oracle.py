@@ -88,7 +88,6 @@ class Oracle(OffloadPolicy):
                             max_fetch=spare, cap=self.split_cap, link_wait_s=wait, memo=self.split_memo,
                             times=self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand_experts(layer, (on_gpu & ~cache.resident[layer]).nonzero()[0])
         self.pos = self.step * self.L + layer + 1
         self.heap.push_many(layer, requested(counts).tolist(), self.pos)
         return Placement(where)
@@ -113,11 +112,11 @@ class Oracle(OffloadPolicy):
                 return None
         return self.offer(item)
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         far = self.heap.farthest(cache, self.pos)
         need = self.index.next_use(layer, expert, self.pos)
-        if far is None or (not self.is_demand(layer, expert) and far[0] <= need):
-            return self.refuse(layer, expert)
+        if far is None or (not demand and far[0] <= need):
+            return self.refuse(demand)
         nu, l, e = far
         if nu < NEVER:
             self.cursor = min(self.cursor, nu)

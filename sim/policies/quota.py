@@ -32,7 +32,7 @@ def layer_usage(cache) -> np.ndarray:
 
 
 class QuotaVictims:
-    """:func:`quota_victim` for fixed ``quota``, with the donor order's static part precomputed.
+    """The quota victim rule for fixed ``quota``, with the donor order's static part precomputed.
 
     Donors go most over quota first, then the one that ran most recently. ``behind`` (1 = ran
     just before the current layer, ..., n = the current layer) is a permutation of 1..n, so the
@@ -50,7 +50,11 @@ class QuotaVictims:
 
     def victim(self, layer: int, cache, current_layer: int,
                pick: Callable[[int], tuple[int, int] | None]) -> tuple[int, int] | None:
-        """See :func:`quota_victim`."""
+        """Victim for a transfer into ``layer`` under per-layer quotas.
+
+        ``pick(l)`` returns the layer's own eviction candidate (already eligible: resident,
+        unpinned) or None. The layer evicts from itself when it is at or over quota and not
+        pinned; otherwise a donor layer gives a slot (see the module docstring)."""
         if not cache.pinned[layer]:
             own_usage = np.count_nonzero(cache.resident[layer]) + np.count_nonzero(cache.inflight[layer])
             if own_usage >= self.quota[layer]:
@@ -69,15 +73,3 @@ class QuotaVictims:
             if cand is not None:
                 return cand
             key[donor] = never
-
-
-def quota_victim(layer: int, cache, quota: np.ndarray, current_layer: int,
-                 pick: Callable[[int], tuple[int, int] | None]) -> tuple[int, int] | None:
-    """Victim for a transfer into ``layer`` under per-layer quotas.
-
-    ``pick(l)`` returns the layer's own eviction candidate (already eligible: resident, unpinned)
-    or None. The layer evicts from itself when it is at or over quota and not pinned; otherwise a
-    donor layer gives a slot (see the module docstring and :class:`QuotaVictims`, which policies
-    keep to avoid rebuilding the donor table per call).
-    """
-    return QuotaVictims(quota).victim(layer, cache, current_layer, pick)

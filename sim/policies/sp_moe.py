@@ -90,18 +90,17 @@ class SPMoE(OffloadPolicy):
         req = counts > 0
         resident = cache.resident[layer]
         self.lru.touch(layer, (req & resident).nonzero()[0])
-        self.note_demand_experts(layer, (req & ~resident).nonzero()[0])
         return Placement(fetch_all_where(cache, layer, counts))
 
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         if self._coming is None:      # changes only with protect and current (the hooks above)
             self._coming = self.protect.copy()
             self._coming[: self.current + 1] = False
-        found = self.lru.oldest_evictable(cache, avoid=self._coming, fallback=self.is_demand(layer, expert))
-        return found if found is not None else self.refuse(layer, expert)
+        found = self.lru.oldest_evictable(cache, avoid=self._coming, fallback=demand)
+        return found if found is not None else self.refuse(demand)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         self.lru.touch(layer, expert)

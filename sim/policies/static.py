@@ -27,32 +27,49 @@ class LlamaCppStatic(Policy):
 
     Parameters:
         gpu_layers: which end of the model keeps its experts on the GPU, ``"last"`` (default,
-            what ``--n-cpu-moe N`` does: the first N layers' experts on the CPU) or ``"first"``.
-            A number (``-ngl N``: whole layers, attention too, on the CPU) is refused: the engine
-            runs every attention on the GPU, so it is not modelled.
+            what ``--n-cpu-moe N`` does: the first N layers' experts on the CPU) or ``"first"``;
+            or a number N, llama.cpp's ``-ngl N``: the last N layers are offloaded whole to the
+            GPU, the others run whole on the CPU (attention, router and experts, weights and KV
+            in host DRAM), and the output layer runs on the GPU only when N exceeds the layer
+            count (llama.cpp ``llm_load_tensors``: ``i_gpu_start = n_layer - n_gpu_layers``).
         n_cpu_moe: ``--n-cpu-moe N``: the experts of the first N MoE layers stay on the CPU, those
             of the other layers are on the GPU (the slots follow; ``cache_ratio`` is ignored).
     """
 
     speculative = False
 
-    def __init__(self, gpu_layers: str = "last", n_cpu_moe: int | None = None):
-        if not isinstance(gpu_layers, str):
-            raise ValueError(f"policy.gpu_layers={gpu_layers!r}: whole-layer offload with attention on the CPU "
-                             "(-ngl) is not modelled; allowed: 'last', 'first' (use policy.n_cpu_moe=N)")
+    def __init__(self, gpu_layers: str | int = "last", n_cpu_moe: int | None = None):
+        if isinstance(gpu_layers, bool) or not (gpu_layers in ("last", "first")
+                                               or (isinstance(gpu_layers, int) and gpu_layers >= 0)):
+            raise ValueError(f"policy.gpu_layers must be 'last', 'first' or an integer >= 0 (-ngl N), "
+                             f"got {gpu_layers!r}")
+        if isinstance(gpu_layers, int) and n_cpu_moe is not None:
+            raise ValueError("policy.gpu_layers=N (-ngl) and policy.n_cpu_moe cannot both be set")
         if n_cpu_moe is not None and (not isinstance(n_cpu_moe, int) or n_cpu_moe < 0):
             raise ValueError(f"policy.n_cpu_moe must be an integer >= 0, got {n_cpu_moe!r}")
         self.gpu_layers = gpu_layers
         self.n_cpu_moe = n_cpu_moe
 
     def slot_request(self, n_layers: int, n_experts: int) -> int | None:
+        if isinstance(self.gpu_layers, int):
+            return min(self.gpu_layers, n_layers) * n_experts
         if self.n_cpu_moe is None:
             return None
         return (n_layers - min(self.n_cpu_moe, n_layers)) * n_experts
 
+    def cpu_layer_count(self, n_layers: int) -> int:
+        return n_layers - min(self.gpu_layers, n_layers) if isinstance(self.gpu_layers, int) else 0
+
+    def reset(self, ctx, cache) -> None:
+        super().reset(ctx, cache)
+        if isinstance(self.gpu_layers, int):
+            self.cpu_layers = frozenset(range(ctx.n_layers - min(self.gpu_layers, ctx.n_layers)))
+            self.output_on_cpu = self.gpu_layers <= ctx.n_layers
+
     def initial_residency(self) -> list[tuple[int, int]]:
         c = self.ctx
-        layers = whole_layers(c.n_layers, c.n_experts, c.n_slots, self.gpu_layers)
+        which = "last" if isinstance(self.gpu_layers, int) else self.gpu_layers
+        layers = whole_layers(c.n_layers, c.n_experts, c.n_slots, which)
         return layer_experts(layers, c.n_experts)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
@@ -124,12 +141,11 @@ class Fiddler(OffloadPolicy):
         on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=min(spare, self.fetch_slots),
                             memo=self.split_memo, times=self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
-        self.note_demand_experts(layer, (on_gpu & ~cache.resident[layer]).nonzero()[0])
         return Placement(where)
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         found = self.lru.oldest_evictable(cache)
-        return found if found is not None else self.refuse(layer, expert)
+        return found if found is not None else self.refuse(demand)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         self.lru.touch(layer, expert)

@@ -85,6 +85,12 @@ class RuntimeSpec:
     gpu_quant_eff: dict
     cpu_quant_eff: dict
     by_kind: dict
+    cpu_core_gbs: float = 0.0       # DRAM GB/s one core's kernel thread draws (0: no per-core limit)
+    cpu_op_us: float = 0.0          # per CPU op of a layer computed whole on the CPU (thread-pool barrier)
+    cpu_ops_per_layer: int = 0      # such ops per layer (norms, qkv, rope, attention, o, router, topk, ...)
+    cpu_kv_eff: float = 1.0         # fraction of cpu_mem_eff CPU attention reaches over the KV cache
+    sample_us: float = 0.0          # per verified position: logits over the vocabulary, sampling
+    calibrate: dict | None = None   # parameter -> [low, high]: what `python -m sim calibrate` may fit
 
     def for_kinds(self, *kinds: str) -> "RuntimeSpec":
         """This profile with its ``by_kind`` overrides for the given device kinds applied (in order)."""
@@ -110,7 +116,9 @@ def load_yaml(group: str, name: str) -> dict:
 def composition(name: str) -> dict | None:
     """A named machine (``conf/hardware/<name>.yaml``) as ``{name, gpu, host, link, **overrides}``;
     ``None`` when the file is a flat machine (a ``real profile`` output)."""
-    raw = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "hardware" / f"{name}.yaml"), resolve=True)
+    from sim.config import read_yaml
+
+    raw = read_yaml(CONF_DIR / "hardware" / f"{name}.yaml")
     if "defaults" not in raw:
         return None
     parts = {}
@@ -144,11 +152,21 @@ def _label(group: str, spec, preset_name: str | None) -> str:
 
 def host_bandwidth(host: HostSpec, numa_aware: bool) -> float:
     """Theoretical DRAM GB/s the CPU experts see: every socket's when the runtime replicates experts
-    per NUMA node; otherwise one socket's plus what the socket link carries from the others."""
-    total = host.sockets * host.mem_bw_gbs
+    per NUMA node; otherwise one socket's (the weights sit on the node that first touched them, so
+    its channels bound every thread and remote threads also cross the socket link)."""
     if numa_aware or host.sockets == 1:
-        return total
-    return min(total, host.mem_bw_gbs + host.cross_socket_gbs)
+        return host.sockets * host.mem_bw_gbs
+    return host.mem_bw_gbs
+
+
+def thread_bandwidth(socket_gbs: float, threads: int, core_gbs: float, eff: float) -> float:
+    """The DRAM GB/s to state as the CPU's, so that the cost model's ``bandwidth x eff`` is the
+    rate a kernel on ``threads`` cores achieves: ``min(socket_gbs x eff, threads x core_gbs)``.
+    Each core sustains only what its outstanding cache misses carry (Little's law), so 16 cores of
+    a 12-channel EPYC do not get all channels; ``core_gbs <= 0`` means no per-core limit."""
+    if core_gbs <= 0:
+        return socket_gbs
+    return min(socket_gbs, threads * core_gbs / eff)
 
 
 def compose(comp: dict, runtime: RuntimeSpec) -> dict:
@@ -157,6 +175,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
     g, h, l = (_part(GpuSpec, "gpu", comp["gpu"], src), _part(HostSpec, "host", comp["host"], src),
                _part(LinkSpec, "link", comp["link"], src))
     rt = runtime.for_kinds(h.kind, g.kind)
+    threads = min(int(comp.get("cpu_threads") or h.cores), h.cores)   # the engine's CPU threads (-t N)
     labels = [_label(grp, s, s.name) for grp, s in (("gpu", g), ("host", h), ("link", l))]
     name = comp.get("name") or "+".join(labels)
     ref = composition(name) if (CONF_DIR / "hardware" / f"{name}.yaml").exists() else None
@@ -167,16 +186,19 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         name=name, gpu=g.gpu, vram_gib=g.vram_gib, gpu_mem_bw_gbs=g.mem_bw_gbs, gpu_mem_eff=rt.gpu_mem_eff,
         gpu_tflops=g.fp16_tflops, gpu_flops_eff=rt.gpu_flops_eff, gpu_kernel_us=rt.gpu_kernel_us,
         pcie_h2d_gbs=l.h2d_gbs if rt.copy == "pinned" else l.pageable_gbs, pcie_latency_us=l.latency_us,
-        cpu=h.cpu, cpu_mem_bw_gbs=host_bandwidth(h, rt.numa_aware), cpu_mem_eff=rt.cpu_mem_eff,
-        cpu_tflops=h.fp32_tflops, cpu_flops_eff=rt.cpu_flops_eff, cpu_threads=h.cores,
+        cpu=h.cpu, cpu_mem_bw_gbs=thread_bandwidth(host_bandwidth(h, rt.numa_aware), threads, rt.cpu_core_gbs, rt.cpu_mem_eff),
+        cpu_mem_eff=rt.cpu_mem_eff,
+        cpu_tflops=h.fp32_tflops if threads == h.cores else h.fp32_tflops * threads / h.cores, cpu_flops_eff=rt.cpu_flops_eff, cpu_threads=threads,
         cpu_expert_us=rt.cpu_expert_us, layer_sync_us=rt.layer_sync_us, step_overhead_us=rt.step_overhead_us,
         reserved_gib=rt.reserved_gib, workspace_gib=rt.workspace_gib, draft_workspace_gib=rt.draft_workspace_gib,
         runtime=rt.name,
         draft_overhead_us=rt.draft_overhead_us, kernels_per_layer=rt.kernels_per_layer,
         kernels_per_shared_expert=rt.kernels_per_shared_expert, kernels_per_draft_layer=rt.kernels_per_draft_layer,
         copies_per_expert=rt.copies_per_expert, gpu_quant_eff=dict(rt.gpu_quant_eff),
-        cpu_quant_eff=dict(rt.cpu_quant_eff), parts={"gpu": g.name, "host": h.name, "link": l.name})
-    flat.update({k: v for k, v in comp.items() if k not in ("name", "gpu", "host", "link", "runtime")
+        cpu_quant_eff=dict(rt.cpu_quant_eff), parts={"gpu": g.name, "host": h.name, "link": l.name},
+        cpu_op_us=rt.cpu_op_us, cpu_ops_per_layer=rt.cpu_ops_per_layer, cpu_kv_eff=rt.cpu_kv_eff,
+        sample_us=rt.sample_us)
+    flat.update({k: v for k, v in comp.items() if k not in ("name", "gpu", "host", "link", "runtime", "cpu_threads")
                  and v is not None})
     return flat
 

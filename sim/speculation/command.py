@@ -5,20 +5,42 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from sim.config import ConfigError
 from traces.io import atomic_write_bytes
 
 
-def _check(cfg: dict) -> None:
-    for key in ("acceptances", "ratios"):
-        bad = [v for v in cfg[key] or [] if not 0.0 <= float(v) <= (1.0 if key == "acceptances" else 10.0)]
+SCALARS = ("workload", "cache_ratio", "gen_tokens", "prompt_tokens", "context", "seed", "equal_vram", "gamma_min",
+           "gamma_max", "map", "out")
+LISTS = ("acceptances", "ratios", "ar_policies", "sd_policies")
+
+
+def check(cfg: DictConfig) -> dict:
+    """The command's values checked by :data:`sim.user_input.RULES` (each element of the lists),
+    unknown top-level keys and policy names refused: one-line :class:`UserInputError`."""
+    from sim.cli import _checked
+    from sim.paths import preset_names
+    from sim.policies.registry import ALIASES
+    from sim.user_input import UserInputError, check as check_one
+
+    c = OmegaConf.to_container(cfg, resolve=True)
+    out = _checked(cfg, "breakeven", SCALARS)
+    for key in LISTS:
+        values = c.get(key)
+        if key == "ratios" and not out["map"] and not values:
+            out[key] = []
+            continue
+        if not isinstance(values, list) or not values:
+            raise UserInputError(f"{key}={values!r}: must be a non-empty list")
+        out[key] = [check_one(key, v) for v in values]
+    valid = set(preset_names("policy")) | set(ALIASES)
+    for key in ("ar_policies", "sd_policies"):
+        bad = [p for p in out[key] if p not in valid]
         if bad:
-            raise ConfigError(f"{key}: values must lie in {'0..1' if key == 'acceptances' else '0..10'}, got {bad}")
-    if not 0 <= int(cfg["gamma_min"]) <= int(cfg["gamma_max"]) <= 12:
-        raise ConfigError(f"gamma_min/gamma_max must satisfy 0 <= min <= max <= 12, got "
-                          f"{cfg['gamma_min']}/{cfg['gamma_max']}")
-    if not cfg["ar_policies"] or not cfg["sd_policies"]:
-        raise ConfigError("ar_policies and sd_policies must each name at least one policy")
+            raise UserInputError(f"{key}: unknown policy {bad[0]!r}; valid: {', '.join(sorted(valid))}")
+    if out["gamma_min"] > out["gamma_max"]:
+        raise UserInputError(f"gamma_min={out['gamma_min']}, gamma_max={out['gamma_max']}: gamma_min must not "
+                             "exceed gamma_max")
+    out["acceptances"] = sorted(float(a) for a in out["acceptances"])
+    return out
 
 
 def breakeven_command(cfg: DictConfig) -> dict:
@@ -29,8 +51,7 @@ def breakeven_command(cfg: DictConfig) -> dict:
     from sim.policies.registry import policy_runtime
     from sim.speculation.breakeven import breakeven, figure, report, to_json
 
-    c = OmegaConf.to_container(cfg, resolve=True)
-    _check(c)
+    c = check(cfg)
     out = Path(c["out"])
     args = {k: c[k] for k in ("workload", "cache_ratio", "gen_tokens", "seed", "prompt_tokens", "context")}
     args.update(_specs(cfg), experiment="breakeven")
@@ -38,7 +59,8 @@ def breakeven_command(cfg: DictConfig) -> dict:
                   int(c["gamma_min"]), int(c["gamma_max"]), c["ratios"] if c["map"] else None,
                   bool(c["equal_vram"]))
     hw = config.hardware(args["hardware"], runtime=args["runtime"], default_runtime=policy_runtime(c["sd_policies"][0]))
-    cost = CostModel(hw, config.model(c["model"]), config.draft(c["draft"]))
+    specs = _specs(cfg)
+    cost = CostModel(hw, config.model(specs["model"]), config.draft(specs["draft"]))
     ratio = cost.draft_token_s(c["prompt_tokens"] + c["gen_tokens"] // 2) / b.ar_token_s
     print(report(b, ratio))
     print(f"comparison: {'equal VRAM (AR policies get the draft VRAM as expert slots)' if c['equal_vram'] else 'equal cache ratio (same expert slots for AR and SD)'}")
@@ -46,6 +68,6 @@ def breakeven_command(cfg: DictConfig) -> dict:
     text = OmegaConf.to_yaml(cfg, resolve=True).encode()
     atomic_write_bytes(out / "config.yaml", lambda f: f.write(text))
     if b.map:
-        figure(b, out / "breakeven.png", f"{c['model']['name']} on {hw.name}, {c['workload']}", ratio)
+        figure(b, out / "breakeven.png", f"{specs['model']['name']} on {hw.name}, {c['workload']}", ratio)
         print(f"figure: {out / 'breakeven.png'}")
     return {"breakeven": b.breakeven, "ar_policy": b.ar_policy, "draft_ratio": ratio}

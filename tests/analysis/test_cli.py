@@ -34,10 +34,10 @@ def test_usage_and_exit_codes(tmp_path, capsys):
     assert "usage: python -m analysis report" in capsys.readouterr().err
     assert main(["report", "results=a", "bogus=1"]) == 2
     assert "unknown key(s) bogus" in capsys.readouterr().err
-    assert main(["report", f"results={tmp_path / 'none'}"]) == 1
+    assert main(["report", f"results={tmp_path / 'none'}", f"out={tmp_path / 'o'}"]) == 1
     assert "does not exist" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
-    assert main(["report", f"results={tmp_path / 'empty'}"]) == 1
+    assert main(["report", f"results={tmp_path / 'empty'}", f"out={tmp_path / 'o'}"]) == 1
     assert "no results.parquet found" in capsys.readouterr().err
     res = write_results(tmp_path / "res", sweeps=False)
     assert main(["report", f"results={res}", "experiment=nope", f"out={tmp_path / 'o'}"]) == 1

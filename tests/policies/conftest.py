@@ -1,12 +1,14 @@
-"""Helpers for the baseline-policy tests: hand-made cost tables and contexts, and a synchronous
-stand-in for the executor that calls the policy hooks in the engine's order with instant transfers
-(no clock), so that decisions, not timings, can be asserted on tiny traces."""
+"""Helpers for the baseline-policy tests: hand-made cost tables and contexts, and the test driver:
+the executors' protocol core with instant transfers (no clock), so that decisions, not timings,
+can be asserted on tiny traces."""
 from __future__ import annotations
 
 import numpy as np
 
 from sim.expert_cache import ExpertCache
-from sim.policies.base import CPU, FETCH, GPU, STREAM, CostTable, PolicyContext, Signals
+from sim.protocol import ProtocolCore, SlotObserver
+from sim.cost_table import CostTable
+from sim.policies.base import PolicyContext, Signals
 
 
 def costs(gpu=10.0, cpu=100.0, cpu_per_token=50.0, transfer=250.0, layer_fixed=20.0, draft=0.0,
@@ -44,70 +46,78 @@ def random_counts(rng, S, L, E, k, window=1) -> np.ndarray:
     return out
 
 
+class _Evictions(SlotObserver):
+    def __init__(self):
+        self.evicted: list[tuple[int, int]] = []
+
+    def released(self, layer, expert):
+        self.evicted.append((layer, expert))
+
+
 class Driver:
-    """Calls the hooks like :class:`sim.engine.Engine` does, but every transfer lands at once.
+    """The protocol core (:class:`sim.protocol.ProtocolCore`, the executors' own bookkeeping) with
+    no clock: every copy lands as soon as its layer's placement has been applied.
 
     ``prefetch_budget``: how many prefetches the "link" may complete at each opportunity (after step
     start, after each placement, after each layer end). ``pin=False`` leaves the computing layer
-    unpinned (a plain single-cache request sequence, for textbook comparisons). Records hits, fetches, prefetches,
-    evictions, CPU/stream executions, and the (layer, expert) evicted, in order.
+    unpinned (a plain single-cache request sequence, for textbook comparisons). Exposes the core's
+    counters (hits, demand fetches, prefetches, CPU placements, streams, fallbacks), the
+    (layer, expert) evicted in order, and every placement's ``where``.
     """
 
     def __init__(self, policy, ctx: PolicyContext, prefetch_budget: int = 0, pin: bool = True):
         self.policy, self.ctx, self.budget, self.pin = policy, ctx, prefetch_budget, pin
         self.cache = ExpertCache(ctx.n_layers, ctx.n_experts, ctx.n_slots)
         policy.reset(ctx, self.cache)
-        for l, e in policy.initial_residency():
-            self.cache.load(l, e)
-        self.hits = self.requests = self.fetches = self.prefetches = 0
-        self.cpu = self.stream = self.fallbacks = 0
-        self.evicted: list[tuple[int, int]] = []
+        self._ev = _Evictions()
+        self.core = ProtocolCore(policy, self.cache, expert_bytes=1, gpu_tab=ctx.costs.gpu_expert_s,
+                                 cpu_tab=ctx.costs.cpu_expert_s, slots=self._ev)
+        self.core.load_initial()
         self.placements: list[np.ndarray] = []
+        self._ev.evicted.clear()
 
-    def transfer(self, layer: int, expert: int) -> bool:
-        """Reserve a slot (asking for a victim when full), move the expert, notify the policy."""
-        cache = self.cache
-        if cache.n_free <= 0:
-            v = self.policy.victim(layer, expert, cache)
-            if v is None:
-                return False
-            cache.evict(*v)
-            self.evicted.append(tuple(int(x) for x in v))
-        cache.begin(layer, expert)
-        cache.land(layer, expert)
-        self.policy.on_transfer_done(layer, expert, cache)
-        cache.check()
-        return True
+    @property
+    def evicted(self) -> list:
+        return self._ev.evicted
+
+    hits = property(lambda self: self.core.c.hits)
+    requests = property(lambda self: self.core.c.requests)
+    fetches = property(lambda self: self.core.c.demand_fetches)
+    prefetches = property(lambda self: self.core.c.prefetches)
+    stream = property(lambda self: self.core.c.streams)
+    fallbacks = property(lambda self: self.core.c.fallbacks)
+    cpu = property(lambda self: self.core.c.cpu_execs - self.core.c.fallbacks)   # placed on the CPU
 
     def prefetch(self) -> None:
-        done = tries = 0
-        while done < self.budget and tries < 256:
-            tries += 1
-            item = self.policy.next_transfer(self.cache)
-            if item is None:
+        for _ in range(self.budget):
+            copy = self.core.next_prefetch()
+            if copy is None:
                 return
-            if self.cache.present(*item):
-                continue
-            if self.transfer(*item):
-                done += 1
-                self.prefetches += 1
+            self.core.landed(copy)
+            self.cache.check()
 
     def step(self, s: int, counts: np.ndarray, signals: Signals | None = None,
              next_pred: np.ndarray | None = None) -> None:
         """One decode step over all layers; ``next_pred[l]`` is given at layer ``l``'s placement."""
         sig = signals if signals is not None else Signals()
-        self.policy.on_step_start(s, sig, self.cache)
+        core = self.core
+        core.step_start(s, sig)
         self.prefetch()
         for layer in range(self.ctx.n_layers):
+            core.layer_start(layer)
             self.cache.pinned[layer] = self.pin
-            self.policy.on_layer_start(layer, self.cache)
             sig.next_pred = None if next_pred is None or layer + 1 >= self.ctx.n_layers else next_pred[layer + 1]
-            row = counts[layer]
-            p = self.policy.place(layer, row, sig, self.cache)
-            self._apply(layer, row, p)
+            row = np.asarray(counts[layer])
+            req = np.flatnonzero(row)
+            placement = self.policy.place(layer, row, sig, self.cache)
+            self.placements.append(np.asarray(placement.where).copy())
+            plan = core.apply(layer, req, row[req], placement)
+            for w in plan.waits:
+                if w.copy is not None:
+                    core.landed(w.copy)
+            self.cache.check()
             self.prefetch()
-            self.cache.pinned[layer] = False
-            self.policy.on_layer_end(layer, row, self.cache)
+            core.layer_end(layer, row)
             self.prefetch()
 
     def run(self, counts_seq: np.ndarray, next_pred_seq=None, draft_seq=None) -> "Driver":
@@ -115,29 +125,6 @@ class Driver:
             sig = Signals(draft_pred=None if draft_seq is None else draft_seq[s])
             self.step(s, counts, sig, None if next_pred_seq is None else next_pred_seq[s])
         return self
-
-    def _apply(self, layer, row, p) -> None:
-        where = np.asarray(p.where)
-        self.placements.append(where.copy())
-        for e in np.flatnonzero(row):
-            w = int(where[e])
-            self.requests += 1
-            if self.cache.resident[layer, e]:
-                self.hits += 1
-            if w == GPU:
-                assert self.cache.resident[layer, e], "GPU placement of a non-resident expert"
-            elif w == CPU:
-                self.cpu += 1
-            elif w == STREAM:
-                self.stream += 1
-            elif w == FETCH and not self.cache.present(layer, e):
-                if self.transfer(layer, int(e)):
-                    self.fetches += 1
-                else:
-                    self.fallbacks += 1
-        for e in p.extra_fetch:
-            if not self.cache.present(layer, e) and self.transfer(layer, int(e)):
-                self.fetches += 1
 
     @property
     def transfers(self) -> int:

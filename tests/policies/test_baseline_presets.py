@@ -35,13 +35,6 @@ def test_preset_builds_documented_policy(name, speculative):
         assert param == "runtime" or param in doc, f"{name}.{param} is not documented in the class docstring"
 
 
-@pytest.mark.parametrize("name, attr, value", [("fate", "next_layer_accuracy", 0.97),
-                                               ("mixtral_offload", "next_layer_accuracy", 0.85),
-                                               ("sp_moe", "draft_accuracy", 0.88)])
-def test_predictor_accuracy_is_a_documented_parameter(name, attr, value):
-    """The executor reads these attributes to synthesise predictions when a trace has none."""
-    assert getattr(make_policy(name), attr) == value
-
 
 @pytest.mark.parametrize("alias, name", [("oracle", "heuristic_oracle"), ("oracle_ar", "heuristic_oracle_ar")])
 def test_old_oracle_names_are_aliases(alias, name):

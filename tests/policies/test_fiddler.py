@@ -80,6 +80,7 @@ def test_no_profile_order_is_deterministic_from_seed():
         pol.reset(context(L=3, E=8, slots=5, seed=seed), None)
         sets.append(pol.initial_residency())
     assert sets[0] == sets[1] and len(sets[0]) == 5
+    assert sets[2] != sets[0]          # another seed, another (random) order
 
 
 def test_misses_go_to_cpu_when_transfer_is_expensive():

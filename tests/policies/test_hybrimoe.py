@@ -51,15 +51,19 @@ def test_prefetch_top_scores_of_next_layer_and_score_eviction():
     pol.on_layer_start(0, cache)
     pol.place(0, onehot(4, 0), Signals(), cache)
     assert pol.next_transfer(cache) == (1, 3)
-    assert pol.victim(1, 3, cache) == (1, 1)               # lowest score of layer 1, scores below 0.4
+    assert pol.victim(1, 3, cache, False) == (1, 1)               # lowest score of layer 1, scores below 0.4
     pol.score[1] = [0.5, 0.6, 0.0, 0.4]
-    assert pol.victim(1, 3, cache) is None                 # a prefetch never pushes out a higher score
+    assert pol.victim(1, 3, cache, False) is None                 # a prefetch never pushes out a higher score
 
 
 def test_run_mixes_cpu_and_gpu_and_keeps_quotas():
     seq = random_counts(np.random.default_rng(7), S=30, L=3, E=8, k=3)
     d = Driver(make_policy("hybrimoe"), context(L=3, E=8, k=3, slots=9, cost=costs(cpu=120, transfer=200)),
                prefetch_budget=2).run(seq)
+    c = d.core.c
     assert d.cpu > 0 and d.hits > 0
-    assert (np.abs(d.cache.resident.sum(axis=1) - 3) <= 2).all()
+    # every request ran once, on the GPU (resident or fetched) or on the CPU
+    assert c.gpu_execs + c.cpu_execs == c.requests and c.gpu_execs == c.hits + c.demand_fetches
+    # per-layer quotas of 9 slots / 3 layers: the cache ends full and no layer holds more than 3 + 2
+    assert d.cache.n_used == 9 and (d.cache.resident.sum(axis=1) <= 5).all()
     assert all(set(np.unique(w)) <= {GPU, CPU, FETCH} for w in d.placements)

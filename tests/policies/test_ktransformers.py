@@ -13,9 +13,19 @@ def test_mask_is_global_top_by_frequency():
     assert sorted(pol.initial_residency()) == [(0, 1), (1, 0), (2, 0), (2, 1)]
 
 
-def test_cpu_speedup_is_exposed_to_the_cost_model():
-    assert make_policy("ktransformers").cpu_efficiency_scale == 1.25
-    assert make_policy("ktransformers", cpu_speedup=2.0).cpu_efficiency_scale == 2.0
+def test_cpu_speedup_divides_the_run_cost_models_cpu_times():
+    """The run's cost model (one function for both executors) applies the policy's speed-up to the
+    CPU's sustained rates (the roofline part of every CPU expert time, not its fixed overhead) and
+    to nothing on the GPU."""
+    from sim import config
+    from sim.protocol import policy_cost_model
+    hw, m, d = config.hardware("rtx4090_pcie4"), config.model("qwen3_30b_a3b"), config.draft("none")
+    base = policy_cost_model(make_policy("llamacpp"), hw, m, d, 0)
+    fast = policy_cost_model(make_policy("ktransformers", cpu_speedup=2.0), hw, m, d, 0)
+    over = hw.cpu_expert_us * 1e-6
+    np.testing.assert_allclose((fast.cpu_expert_table()[1:] - over) * 2.0, base.cpu_expert_table()[1:] - over,
+                               rtol=1e-12)
+    np.testing.assert_array_equal(fast.gpu_expert_table(), base.gpu_expert_table())
 
 
 def test_routed_misses_run_on_cpu_without_transfers():

@@ -7,11 +7,6 @@ from sim.policies.base import CPU, GPU, Signals
 from tests.policies.conftest import Driver, context, random_counts
 
 
-@pytest.mark.parametrize("name, spec", [("llamacpp", False), ("llamacpp_sd", True)])
-def test_presets_mode(name, spec):
-    assert make_policy(name).speculative is spec
-
-
 def test_last_layers_whole_on_gpu():
     pol = make_policy("llamacpp")
     ctx = context(L=4, E=3, slots=8)           # 8 // 3 = 2 whole layers, 2 slots unused

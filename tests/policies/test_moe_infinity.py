@@ -52,16 +52,20 @@ def test_eviction_takes_the_lowest_priority_and_prefetch_never_evicts_higher():
         cache.load(*item)
     cache.pinned[1] = True
     pol.on_layer_start(1, cache)                         # layer 0 ran last: lowest topology score
-    assert pol.victim(2, 2, cache) == (0, 0)             # prefetch of (2,2): (0,0) ranks lower
+    assert pol.victim(2, 2, cache, False) == (0, 0)             # prefetch of (2,2): (0,0) ranks lower
     cache.evict(0, 0)
     cache.load(2, 2)
     # a prefetch for a layer-0 expert (next token) may not push out the layer-2 expert
-    assert pol.victim(0, 3, cache) is None
-    pol.note_demand(0, np.array([2, 0, 0, 0]), onehot(4, 0))
-    assert pol.victim(0, 0, cache) == (2, 2)             # a demand fetch always gets a slot
+    assert pol.victim(0, 3, cache, False) is None
+    assert pol.victim(0, 0, cache, True) == (2, 2)             # a demand fetch always gets a slot
 
 
 def test_all_compute_on_gpu_in_a_run():
     seq = random_counts(np.random.default_rng(4), S=25, L=3, E=6, k=2)
     d = Driver(make_policy("moe_infinity"), context(L=3, E=6, k=2, slots=8), prefetch_budget=2).run(seq)
     assert d.cpu == 0 and d.fallbacks == 0 and d.prefetches > 0
+    # every request is a hit or a demand fetch (nothing runs on the CPU, nothing is dropped), and a
+    # hit on a prefetched expert is what makes a prefetch useful
+    c = d.core.c
+    assert c.hits + c.demand_fetches == c.requests and c.gpu_execs == c.requests
+    assert 0 < c.prefetch_useful <= c.prefetches

@@ -165,5 +165,5 @@ def test_tree_matches_reference_under_random_operations():
             blocked = rng.random(L) < 0.1
             want = reference_victim(scores, pinned, tau, current, blocked, order, L)
             assert t.victim(tau, min(tau), max(tau), current, blocked) == want
-            assert len(t.tree) == len(scores)
+            assert len(t) == len(scores)
             assert all(t.key[l_, e_] <= sc for (l_, e_), sc in scores.items())

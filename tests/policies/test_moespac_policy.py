@@ -5,7 +5,8 @@ import pytest
 
 from sim.expert_cache import ExpertCache
 from sim.policies import make_policy
-from sim.policies.base import CPU, GPU, CostTable, PolicyContext, Signals
+from sim.cost_table import CostTable
+from sim.policies.base import CPU, GPU, PolicyContext, Signals
 from sim.policies.moespac import MoESpAc
 
 PRESETS = ["moespac", "moespac_static", "moespac_no_estimator", "moespac_no_balancer",
@@ -60,7 +61,7 @@ def drive(pol, cache, counts, xfers=2, check=None):
                 assert not cache.present(*item)
                 if cache.n_free <= 0:
                     before = pol.tree.score.copy()           # the victim leaves the tree
-                    v = pol.victim(*item, cache)
+                    v = pol.victim(*item, cache, False)
                     if check:
                         check(pol, v, before)
                     log.append(("victim", item, v))
@@ -75,17 +76,19 @@ def drive(pol, cache, counts, xfers=2, check=None):
     return log
 
 
-def test_presets_build_with_their_switches():
-    pols = {n: make_policy(n) for n in PRESETS}
-    assert all(isinstance(p, MoESpAc) and p.name == n for n, p in pols.items())
-    assert pols["moespac_sync"].overlap is False and pols["moespac"].overlap is True
-    assert pols["moespac_ar"].speculative is False
-    assert all(p.speculative for n, p in pols.items() if n != "moespac_ar")
-    st = pols["moespac_static"]
-    assert (st.estimator_mode, st.up, st.down, st.use_balancer, st.fixed_tau, st.release) == \
-        ("static", 5, 1, False, 1, "zero")
-    assert pols["moespac_no_estimator"].estimator_mode == "binary"
-    assert pols["moespac_no_balancer"].use_balancer is False
+@pytest.mark.parametrize("preset, switches", [
+    ("moespac_sync", {"overlap": False}), ("moespac_ar", {"speculative": False}),
+    ("moespac_no_estimator", {"estimator_mode": "binary"}), ("moespac_no_balancer", {"use_balancer": False}),
+    ("moespac_static", {"estimator_mode": "static", "use_balancer": False, "release": "zero", "eviction_order": "id"})])
+def test_each_ablation_differs_from_moespac_only_in_its_switches(preset, switches):
+    """An ablation preset must change exactly the switches it names (the authors' preset: the four
+    of the released code), every other parameter as in ``moespac``."""
+    base, other = vars(make_policy("moespac")), vars(make_policy(preset))
+    differ = {k: v for k, v in other.items() if base.get(k) != v and k != "name"}
+    assert differ == switches
+
+
+def test_an_out_of_range_tau_is_refused():
     with pytest.raises(ValueError):
         MoESpAc(tau=9)
 
@@ -119,7 +122,7 @@ def test_hand_example_lifecycle():
     assert [pol.tree.score_of(0, e) for e in range(3)] == [6, 6, 6]
     c1 = np.array([4, 0, 0, 4], dtype=np.uint8)
     assert pol.place(0, c1, sig, cache).where[[0, 3]].tolist() == [GPU, CPU]
-    assert pol.victim(0, 3, cache) is None                           # pinned layer, no score < 1
+    assert pol.victim(0, 3, cache, False) is None                           # pinned layer, no score < 1
     cache.pinned[0] = False
     pol.on_layer_end(0, c1, cache)                                   # released to score 0 (authors)
     assert pol.est.rows[0].tolist() == [2, 0, 0, 1]
@@ -127,7 +130,7 @@ def test_hand_example_lifecycle():
     # the queue re-scores the resident hot expert (no copy) and copies the new one
     assert pol.next_transfer(cache) == (0, 3)
     assert pol.tree.score_of(0, 0) == 2 and pol.n_rescored == 1
-    v = pol.victim(0, 3, cache)
+    v = pol.victim(0, 3, cache, False)
     assert v == (0, 1)                                               # smallest (0, layer, expert)
     assert pol.tree.score_of(0, 1) == -1
 
@@ -157,7 +160,7 @@ def test_level_release_keeps_utility_and_victims_stay_below_tau():
     pol.on_layer_end(0, np.array([0, 0, 4, 4], dtype=np.uint8), cache)
     assert [pol.tree.score_of(0, e) for e in (0, 1)] == [0, 0]
     item = pol.next_transfer(cache)
-    assert item[0] == 1 and pol.victim(*item, cache)[0] == 0
+    assert item[0] == 1 and pol.victim(*item, cache, False)[0] == 0
 
 
 def test_stale_entries_are_dropped_when_their_layer_starts():
@@ -209,10 +212,8 @@ def test_invariants_under_a_small_executor(name):
             assert 0 <= score[v] < p.bal.tau[v[0]] and not cache.pinned[v[0]]
             assert not p.tree.pinned[v[0]]
     log = drive(pol, cache, counts, xfers=3, check=check)
-    assert any(x[0] == "land" for x in log)
-    m = pol.metrics()
-    assert 0.0 <= m["hot_precision"] <= 1.0 and 0.0 <= m["hot_recall"] <= 1.0
-    assert len(m["hot_precision_by_layer"]) == L
+    assert sum(x[0] == "land" for x in log) == pol.n_victims + min(slots, sum(x[0] == "land" for x in log))
+    cache.check()
 
 
 def test_deterministic():
@@ -226,20 +227,37 @@ def test_deterministic():
     assert repr(runs[0][1]) == repr(runs[1][1])
 
 
-def test_end_to_end_run_is_deterministic_and_reports_metrics():
-    runner = pytest.importorskip("sim.runner")
+def test_end_to_end_run_is_deterministic():
+    import sim.runner as runner
     rows = [runner.run_one(policy="moespac", workload="gsm8k", gen_tokens=48).row for _ in range(2)]
     for r in rows:
         r.pop("sim_wall_s", None)
     assert repr(rows[0]) == repr(rows[1])
-    assert 0.0 < rows[0]["hot_precision"] <= 1.0 and rows[0]["tps"] > 0
-    assert len(rows[0]["hot_precision_by_layer"]) == 48
 
 
 def test_end_to_end_beats_llamacpp_and_the_authors_setting():
     """Qwen3-30B-A3B, RTX 4090 + PCIe 4.0, cache ratio 0.17, gamma 8, a short gsm8k run."""
-    runner = pytest.importorskip("sim.runner")
+    import sim.runner as runner
     tps = {p: runner.run_one(policy=p, workload="gsm8k", cache_ratio=0.17, gen_tokens=192).row["tps"]
            for p in ("moespac", "moespac_static", "llamacpp", "llamacpp_sd")}
     assert tps["moespac"] >= 1.2 * max(tps["llamacpp"], tps["llamacpp_sd"])
     assert tps["moespac"] >= tps["moespac_static"]
+
+
+@pytest.mark.parametrize("release", ["zero", "level"])
+def test_only_experts_at_or_above_tau_are_queued(release):
+    """With a fixed tau of 2 no expert at level 1 is queued, whichever release rule (the "zero"
+    release re-queues resident hot experts too, "level" only the absent ones)."""
+    pol, cache = make(MoESpAc(estimator="static", up=1, down=1, balancer=False, tau=2, release=release),
+                      L=1, E=4, slots=4)
+    cache.load(0, 0)
+    c = np.array([3, 3, 1, 0], dtype=np.uint8)
+    for _ in range(2):      # levels rise by one per step: experts 0, 1 to 2, expert 2 to 1
+        pol.on_step_start(0, None, cache)
+        cache.pinned[0] = True
+        pol.on_layer_start(0, cache)
+        cache.pinned[0] = False
+        pol.on_layer_end(0, c, cache)
+    assert pol.est.rows[0].tolist() == [2, 2, 1, 0]
+    queued = {e for _, e, _ in pol.queue.live()}
+    assert queued == ({0, 1} if release == "zero" else {1})

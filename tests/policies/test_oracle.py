@@ -68,9 +68,9 @@ def test_prefetch_is_next_use_ordered_and_never_evicts_something_needed_sooner()
                 assert all(cache.present(p % L, e) for e in pol.index.uses_at(p))
         return item
 
-    def spy_victim(layer, expert, cache):
-        v = victim(layer, expert, cache)
-        if v is not None and not pol.is_demand(layer, expert):
+    def spy_victim(layer, expert, cache, demand):
+        v = victim(layer, expert, cache, demand)
+        if v is not None and not demand:
             log.append((pol.index.next_use(layer, expert, pol.pos), pol.index.next_use(*v, pol.pos)))
         return v
 

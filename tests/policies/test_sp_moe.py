@@ -57,7 +57,7 @@ def test_prefetch_spares_experts_predicted_for_coming_layers_demand_does_not():
     pred[0, 1] = pred[2, 0] = pred[1, 3] = 1
     pol.on_step_start(0, Signals(draft_pred=pred), cache)
     assert pol.next_transfer(cache) == (0, 1)
-    assert pol.victim(0, 1, cache) is None             # both residents are needed later this step
+    assert pol.victim(0, 1, cache, False) is None            # both residents are needed later this step
     where = pol.place(0, np.array([0, 1, 0, 0]), Signals(), cache).where
     assert where[1] == FETCH
-    assert pol.victim(0, 1, cache) == (2, 0)           # the demand fetch takes the LRU one
+    assert pol.victim(0, 1, cache, True) == (2, 0)           # the demand fetch takes the LRU one

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+need("torch")
+need("transformers")
 
 from real.offload.run import run  # noqa: E402
 from real.speculative import SpeculativeDecoder  # noqa: E402

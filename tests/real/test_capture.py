@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+need("torch")
+need("transformers")
 
 import real.model_loading as model_loading  # noqa: E402
 import traces.io  # noqa: E402
@@ -59,6 +61,11 @@ def test_capture_writes_valid_traces(tmp_path, target):
     assert (m["n_dense_layers"], m["n_shared_experts"]) == ((0, 0) if moe == 4 else (1, 2))
     for key in ("torch", "transformers", "device", "gamma", "schema_version"):
         assert key in m
+    spec = m["model_spec"]                   # the target's config, derived as for model=hf:PATH
+    assert (spec["n_layers"], spec["n_experts"], spec["top_k"]) == (moe, 16, 4)
+    from sim.runner import run_one
+    row = run_one(policy="llamacpp_sd", model=None, workload=None, trace=t, gen_tokens=8, gamma=4).row
+    assert row["model"] == target and row["n_steps"] > 0 and json.loads(row["model_spec"])["n_experts"] == 16
 
 
 def test_sd_capture_routing_equals_ar_capture(tmp_path):

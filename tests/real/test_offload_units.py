@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+torch = need("torch")
+need("transformers")
 
 from real.cli import main  # noqa: E402
 from real.offload.copier import DEMAND, PREFETCH, CopyEngine, Faults, Transfer  # noqa: E402
@@ -69,7 +72,7 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
     host = HostExperts([torch.arange(24.0).reshape(2, 4, 3)], [torch.arange(12.0).reshape(2, 3, 2)])
     pool = SlotPool(3, host.expert_shapes, torch.float32, torch.device("cpu"))
     order, gate = [], threading.Event()
-    offered = [Transfer(0, 0, PREFETCH, ("slot", 2))]
+    offered = [Transfer.one(0, 0, PREFETCH, ("slot", 2))]
 
     def landed(job):
         order.append((job.kind, job.expert))
@@ -77,16 +80,19 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
             gate.wait()                     # the link is busy with the first demand...
     engine = CopyEngine(host, pool, lambda: offered.pop() if offered else None, landed, Faults())
     try:
-        first, second = Transfer(0, 1, DEMAND, ("slot", 0)), Transfer(0, 0, DEMAND, ("slot", 1))
+        first, second = Transfer.one(0, 1, DEMAND, ("slot", 0)), Transfer.one(0, 0, DEMAND, ("slot", 1))
         engine.submit(first)
+        deadline = time.monotonic() + 30
         while not order:
-            pass
+            assert time.monotonic() < deadline, "the copy engine never served the first demand"
+            time.sleep(0.001)
         engine.wake()                       # ...a prefetch is wanted and a second demand arrives
         engine.submit(second)
         gate.set()
         engine.wait(second)
         while offered:
-            pass
+            assert time.monotonic() < deadline, "the copy engine never asked for the prefetch"
+            time.sleep(0.001)
         engine.close()
         assert order == [(DEMAND, 1), (DEMAND, 0), (PREFETCH, 0)]
         assert torch.equal(pool.gate_up[0], host.gate_up[0][1]) and torch.equal(pool.down[1], host.down[0][0])
@@ -94,9 +100,26 @@ def test_copy_engine_serves_demand_before_prefetch_and_copies_bytes():
         engine.close()
 
 
+def test_copy_engine_moves_a_block_in_one_job():
+    """A block :class:`Transfer` (several experts of a layer) is copied whole and landed once."""
+    from sim.protocol import Copy
+    host = HostExperts([torch.arange(36.0).reshape(3, 4, 3)], [torch.arange(18.0).reshape(3, 3, 2)])
+    pool = SlotPool(3, host.expert_shapes, torch.float32, torch.device("cpu"))
+    landed = []
+    engine = CopyEngine(host, pool, lambda: None, landed.append, Faults())
+    try:
+        job = Transfer(Copy(0, (2, 0), DEMAND), (("slot", 1), ("slot", 0)))
+        engine.submit(job)
+        engine.wait(job)
+        assert landed == [job] and job.ok
+        assert torch.equal(pool.gate_up[1], host.gate_up[0][2]) and torch.equal(pool.down[0], host.down[0][0])
+    finally:
+        engine.close()
+
+
 def test_faults_fail_every_nth_transfer_of_chosen_kinds():
     f = Faults(fail_every=2, kinds=(DEMAND,))
-    jobs = [Transfer(0, i, DEMAND if i % 3 else PREFETCH, ("slot", 0)) for i in range(9)]
+    jobs = [Transfer.one(0, i, DEMAND if i % 3 else PREFETCH, ("slot", 0)) for i in range(9)]
     failed = [j.expert for j in jobs if f.strike(j)]
     assert failed == [2, 5, 8][:len(failed)] and f.failed == len(failed) == 3
 

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+need("torch")
+need("transformers")
 
 from omegaconf import OmegaConf  # noqa: E402
 
@@ -51,3 +53,26 @@ def test_simulator_runs_on_the_profiled_machine(profiled):
     data = OmegaConf.to_container(OmegaConf.load(profiled), resolve=True)
     row = run_one(policy="moespac", workload="gsm8k", hardware=data, gen_tokens=24, cache_ratio=0.1).row
     assert row["hardware"] == "unit_cpu" and row["tps"] > 0
+
+
+def test_the_fit_recovers_the_kernel_and_overhead_the_cost_model_charges():
+    """Measurements made by the cost model itself (kernel 7 us, overhead 250 us) are fitted back
+    exactly: the profiler's least squares and the cost model count the same kernels."""
+    from types import SimpleNamespace
+
+    import dataclasses
+
+    from real.offload.profile_yaml import _spec
+    flat = {k: v for k, v in dataclasses.asdict(config.hardware("rtx4090_pcie4")).items() if k != "draft_overhead_us"}
+    hw0 = dict(flat, gpu_kernel_us=7.0, step_overhead_us=250.0)
+    mspec, dspec = config.load_preset("model", "deepseek_v2_lite"), config.load_preset("draft", "qwen3_4b_fp8")
+    truth = CostModel(config.hardware(hw0), config.model(mspec), config.draft(dspec))
+    opts = SimpleNamespace(gamma=4, context=512)
+    L, n = mspec["n_layers"], opts.gamma + 1
+    head = truth.step_fixed_s(n)
+    meas = {"verify_s": head + L * truth.layer_fixed_s(n, 512), "head_s": head, "layers_total": L,
+            "draft_s": truth.draft_token_s(512)}
+    kernels = truth.hw.kernels_per_layer + (truth.hw.kernels_per_shared_expert if mspec["n_shared_experts"] else 0)
+    hw, _ = _spec(meas, opts, kernels, hw0, mspec, dspec)
+    assert hw["gpu_kernel_us"] == pytest.approx(7.0, rel=1e-6)
+    assert hw["step_overhead_us"] == pytest.approx(250.0, rel=1e-6)

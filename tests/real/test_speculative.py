@@ -4,8 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.real import need
+
+torch = need("torch")
+need("transformers")
 
 from real.router_hooks import RouterRecorder, RoutingCollector, capture_trace  # noqa: E402
 from real.speculative import DecodeObserver, SpeculativeDecoder, mean_accepted  # noqa: E402

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from sim.config import DraftSpec, HardwareSpec, ModelSpec
 from sim.cost_model import CostModel
 from sim.expert_cache import ExpertCache
 from sim.policies.base import CPU, FETCH, GPU, Placement, Policy, PolicyContext
+from sim.protocol import build_context
 from traces.schema import Trace
 
 US = 1e-6
@@ -51,8 +53,9 @@ def toy_trace(experts, n_experts=3) -> Trace:
 
 
 def context_for(cost: CostModel, m: ModelSpec, n_slots: int, gamma: int = 0, future=None) -> PolicyContext:
-    return PolicyContext(n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=n_slots,
-                         gamma=gamma, costs=cost.cost_table(gamma, 0), seed=0, future_counts=future)
+    """The executors' own context builder, for a policy that gets the future when one is given."""
+    wants = SimpleNamespace(needs_profile=False, needs_future=future is not None)
+    return build_context(wants, cost, n_slots, gamma, 0, 0, None, future)
 
 
 class StaticGPU(Policy):
@@ -90,7 +93,7 @@ class FetchFIFO(Policy):
     def next_transfer(self, cache):
         return self.queue.popleft() if self.queue else None
 
-    def victim(self, layer, expert, cache):
+    def victim(self, layer, expert, cache, demand):
         for v in list(self.order):
             if cache.resident[v] and not cache.pinned[v[0]]:
                 self.order.remove(v)

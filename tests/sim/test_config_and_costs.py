@@ -81,3 +81,36 @@ def test_a_model_that_does_not_fit_even_without_slots_fails():
     with pytest.raises(ConfigError, match="do not fit on laptop_rtx4060_pcie4 even without expert slots"):
         plan_memory(laptop, M, D, 0.0)
     assert plan_memory(laptop, M, config.draft("qwen3_0_6b"), 0.03).n_slots == round(0.03 * 6144)
+
+
+def test_non_expert_costs_equal_hand_values_on_the_paper_machine():
+    """Attention, fixed part, draft token and block copy of Qwen3-30B-A3B (f16) + Qwen3-4B-FP8 on the
+    RTX 4090 preset, from the YAML numbers by hand: GPU 1008 GB/s x 0.8, 165.2 TFLOP/s x 0.5,
+    5 us per kernel, 300 us per forward; PCIe 25 GB/s + 10 us."""
+    from sim.cost_model import CostModel
+    cost = CostModel(config.hardware("rtx4090_pcie4"), config.model("qwen3_30b_a3b"), config.draft("qwen3_4b_fp8"))
+    bw = 1008e9 * 0.8
+    attn_w = (18874368 + 2048 * 128) * 2          # attention + router weights, f16
+    kv = 4096 * 98304 / 48                        # this layer's share of the KV cache at 4096 tokens
+    assert cost.layer_fixed_s(9, 4096) == pytest.approx((attn_w + kv) / bw + 8 * 5e-6, rel=1e-12)
+    assert cost.step_fixed_s(9) == pytest.approx(311164928 * 2 / bw + 300e-6, rel=1e-12)
+    draft = (4.022e9 * 1.0 + 4096 * 147456) / bw + 36 * 8 * 5e-6 + 0.5 * 300e-6
+    assert cost.draft_token_s(4096) == pytest.approx(draft, rel=1e-12)
+    assert cost.bulk_transfer_s(3) == pytest.approx(10e-6 + 3 * 4718592 * 2 / 25e9, rel=1e-12)
+    assert cost.bulk_transfer_s(1) == cost.transfer_s()
+
+
+def test_dense_layers_use_the_models_own_ffn_width():
+    """DeepSeek-V2-Lite's dense layer 0 (FFN 10944 wide, from its config) is in the fixed part;
+    a model with other widths would be charged its own."""
+    import dataclasses
+
+    from sim.cost_model import CostModel
+    hw, m, d = config.hardware("rtx4090_pcie4"), config.model("deepseek_v2_lite"), config.draft("none")
+    bw = 1008e9 * 0.8
+    dense = m.attn_params_per_layer + 3 * 2048 * 10944      # one dense layer: attention + its FFN
+    want = (m.lm_head_params + dense) * m.bytes_per_param / bw + 300e-6
+    assert m.dense_intermediate == 10944
+    assert CostModel(hw, m, d).step_fixed_s(1) == pytest.approx(want, rel=1e-12)
+    narrow = dataclasses.replace(m, dense_intermediate=1000)
+    assert CostModel(hw, narrow, d).step_fixed_s(1) < CostModel(hw, m, d).step_fixed_s(1)

@@ -6,7 +6,6 @@ from sim import config
 from sim.cost_model import CostModel
 from sim.engine import Engine
 from sim.expert_cache import ExpertCache
-from sim.fast_eval import PrefetchingPolicyError, fast_decode_time
 from sim.policies.base import PolicyContext
 from tests.sim.doubles import FetchFIFO, StaticGPU, toy_trace
 from traces.windows import build_schedule
@@ -39,47 +38,18 @@ def simulate(policy, trace, n_slots, gamma=0, hw=HW):
     return c, cost
 
 
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("gamma", [0, 3])
-def test_fast_evaluator_agrees_with_simpy(seed, gamma):
-    rng = np.random.default_rng(seed)
-    trace = random_trace(rng)
-    slots = int(rng.integers(4, 40))
-    static = [(int(l), int(e)) for l, e in zip(rng.integers(0, 6, slots), rng.integers(0, 16, slots))]
-    static = list(dict.fromkeys(static))
-    for make in (lambda: StaticGPU(static, speculative=gamma > 0), lambda: FetchFIFO()):
-        pol = make()
-        pol.speculative = gamma > 0
-        c, _ = simulate(pol, trace, slots, gamma)
-        pol2 = make()
-        pol2.speculative = gamma > 0
-        cost, sched, cache, _ = setup(pol2, trace, slots, gamma)
-        fast = fast_decode_time(cost, pol2, cache, sched)
-        assert fast["decode_s"] == pytest.approx(c.decode_s, rel=1e-9)
-        assert (fast["hits"], fast["requests"], fast["tokens"]) == (c.hits, c.requests, c.tokens)
-        assert fast["fetches"] == c.demand_fetches
-
-
-def test_fast_evaluator_refuses_prefetching_policies():
-    trace = random_trace(np.random.default_rng(0))
-    pol = FetchFIFO(prefetch=[(0, 1)])
-    cost, sched, cache, _ = setup(pol, trace, 8)
-    with pytest.raises(PrefetchingPolicyError):
-        fast_decode_time(cost, pol, cache, sched)
-
-
 @pytest.mark.parametrize("gamma", [0, 4])
-def test_time_and_bytes_are_conserved(gamma):
+def test_blocking_prefetch_time_is_charged_once_and_every_request_runs_once(gamma):
+    """With ``overlap=False`` the decode is draft + fixed parts + layers + one transfer per
+    prefetch (the drains), exactly; each request runs once; bytes follow the transfers."""
     trace = random_trace(np.random.default_rng(1))
-    pol = FetchFIFO(prefetch=[(2, 3), (4, 5), (5, 1)])
+    pol = FetchFIFO(prefetch=[(2, 3), (4, 5), (5, 1)], overlap=False)
     pol.speculative = gamma > 0
     c, cost = simulate(pol, trace, 12, gamma)
-    # the decode is exactly draft + fixed parts + the layers, step by step
-    assert c.decode_s == pytest.approx(c.draft_s + c.step_fixed_s + sum(c.layer_s), rel=1e-12)
-    assert sum(c.step_s) == pytest.approx(c.decode_s, rel=1e-12)
-    # PCIe busy time = transfers x (latency + bytes / bandwidth); bytes = transfers x expert bytes
+    assert c.prefetches > 0 and c.demand_fetches > 0
+    drains = c.prefetches * cost.transfer_s()
+    assert c.decode_s == pytest.approx(c.draft_s + c.step_fixed_s + sum(c.layer_s) + drains, rel=1e-12)
     n = c.demand_fetches + c.prefetches + c.streams
-    assert c.pcie_busy_s == pytest.approx(n * cost.transfer_s(), rel=1e-12)
     assert c.pcie_bytes == n * cost.expert_bytes
     assert c.gpu_execs + c.cpu_execs == c.requests
 
@@ -110,3 +80,43 @@ def test_a_prediction_read_twice_is_the_same_draw():
     assert first.sum() == 4
     sig.layer = 2
     assert sig.next_pred is None
+
+
+@pytest.mark.parametrize("accuracy", [1.0, 0.0])
+def test_the_engine_simulates_the_predictor_accuracy_the_policy_declares(accuracy):
+    """``next_layer_accuracy`` (declared in the protocol) sets the simulated next-layer guess:
+    exact at 1.0, never a requested expert at 0.0 (6 x 16 experts, top-4: free experts exist)."""
+    trace = random_trace(np.random.default_rng(4))
+    seen = []
+
+    class Spy(StaticGPU):
+        next_layer_accuracy = accuracy
+
+        def place(self, layer, counts, signals, cache):
+            if signals.next_pred is not None:
+                seen.append((signals.next_pred.copy(), layer))
+            return super().place(layer, counts, signals, cache)
+
+    pol = Spy()
+    cost, sched, cache, ctx = setup(pol, trace, 4)
+    Engine(cost, pol, cache, sched, ctx).run()
+    truth = [sched.counts[i // 5, layer + 1] for i, (_, layer) in enumerate(seen)]
+    overlap = [int(np.count_nonzero((p > 0) & (t > 0))) for (p, _), t in zip(seen, truth)]
+    assert len(seen) == sched.n_steps * 5
+    assert overlap == ([4] * len(seen) if accuracy == 1.0 else [0] * len(seen))
+
+
+def test_recorded_signals_replace_the_simulated_ones():
+    """A captured trace's next-layer prediction and gate weights are read as the live executor
+    computes them: counts of the recorded next-layer ids, and the mean gate weight per expert."""
+    from sim.signals import LazySignals
+
+    counts = np.zeros((1, 2, 4), dtype=np.uint8)
+    counts[0, 0, [0, 1]] = 1
+    rec = {"next_pred": [np.array([[[2, 3], [-1, -1]]])], "weights": [np.array([[[0.75, 0.25], [0.5, 0.5]]])],
+           "experts": [np.array([[[0, 1], [2, 3]]])]}
+    sig = LazySignals(counts, 0, np.random.default_rng(0), next_acc=0.0, draft_acc=0.0, recorded=rec)
+    assert sig.next_pred.tolist() == [0, 0, 1, 1]          # not the accuracy-0 simulated guess
+    assert sig.router_scores.tolist() == [0.75, 0.25, 0.0, 0.0]
+    sig.layer = 1
+    assert sig.next_pred is None and sig.router_scores.tolist() == [0.0, 0.0, 0.5, 0.5]

@@ -67,3 +67,19 @@ def test_breakeven_on_a_tiny_grid():
     assert b.curve[1]["tps"] > b.curve[0]["tps"]             # more acceptance, more speed
     sp = np.asarray(b.map["speedup"])
     assert sp.shape == (2, 2) and (sp[0] >= sp[1]).all()       # a costlier draft never helps
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("gamma_max=20", "error: gamma_max=20: must be an integer in 1..12"),
+    ("acceptances=[0.5,1.5]", "error: acceptances=1.5: must be a number in 0..1"),
+    ("sd_policies=[nope]", "error: sd_policies: unknown policy 'nope'; valid: "),
+    ("equal_vram=3", "error: equal_vram=3: must be true or false")])
+def test_breakeven_bad_input_is_one_line_and_exit_2(arg, message, tmp_path):
+    """The breakeven command checks its keys through sim.user_input's RULES, before any run."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "sim", "breakeven", arg, f"out={tmp_path}"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.startswith(message) and len(p.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in p.stderr and not (tmp_path / "breakeven.json").exists()

@@ -29,7 +29,7 @@ def test_full_acceptance_gives_gamma_plus_one_tokens_per_step():
     s = OnlineSchedule(tr, 9, AcceptanceModel(1.0), 0, 3)
     plan, step = Plan([0, 2, 3]), 0
     while not s.done:
-        s.begin_step(step, plan)
+        s.begin_step(step, plan.choose_gamma(step))
         step += 1
     assert list(s.produced[:s.n_steps]) == [1, 3, 4, 1]
     assert list(s.n_verify[:s.n_steps]) == [1, 3, 4, 1]
@@ -47,7 +47,23 @@ def test_fixed_gamma_model_schedule_equals_the_iid_builder_at_full_acceptance():
 def test_gamma_out_of_range_is_refused():
     s = OnlineSchedule(_trace(), 4, AcceptanceModel(1.0), 0, 2)
     with pytest.raises(ValueError, match="allowed 0..2"):
-        s.begin_step(0, Plan([3]))
+        s.begin_step(0, 3)
+
+
+def test_the_core_asks_only_a_choosing_policy_and_checks_its_choice():
+    """ProtocolCore.step_gamma: None for a fixed-gamma policy, the choice in 0..gamma, else an error."""
+    from sim.protocol import ProtocolCore
+
+    hw, m, d = tiny_specs()
+    cost = RoundCosts(hw, m, d)
+    pol = StaticGPU([(0, 0)])
+    core = ProtocolCore(pol, make_cache(m, 2), expert_bytes=1, gpu_tab=np.zeros(4), cpu_tab=np.zeros(4))
+    pol.reset(context_for(cost, m, 2, 2), core.cache)
+    assert core.step_gamma(0, 2) is None
+    pol.adaptive_gamma, pol.choose_gamma = True, Plan([1, 3]).choose_gamma
+    assert core.step_gamma(0, 2) == 1
+    with pytest.raises(ValueError, match="chose gamma 3 at step 1; allowed 0..2"):
+        core.step_gamma(1, 2)
 
 
 def test_engine_charges_each_steps_own_draft_decodes():

@@ -21,7 +21,9 @@ expert keeps its new utility so one number orders the whole cache; ``zero``: the
 to 0, resident hot experts are re-queued to win their level back), ``eviction_order``
 (cyclic | id), ``queue_order`` (``level``: highest level first, the authors' queue; ``fifo``: all
 entries at one level, i.e. in plan order, a diagnostic), ``overlap`` (False: the executor finishes
-all prefetches before it goes on), ``speculative`` (False: gamma 0).
+all prefetches before it goes on), ``speculative`` (False: gamma 0), ``draft_extra_decodes``
+(draft forwards per step beyond gamma: 1, as the authors' demo runs ``llama-speculative``, whose
+loop decodes the target's corrected token on the draft before drafting; every ablation keeps it).
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ class MoESpAc(Policy):
                  calib_scope: str = "global", target_link: bool = True, queue_order: str = "level",
                  balancer: bool = True, tau: int = 1, release: str = "level",
                  eviction_order: str = "cyclic", stat_decay: float = 0.999,
-                 overlap: bool = True, speculative: bool = True, draft_extra_decodes: int = 0):
+                 overlap: bool = True, speculative: bool = True, draft_extra_decodes: int = 1):
         if queue_order not in ("level", "fifo"):
             raise ValueError(f"queue_order must be 'level' or 'fifo', got {queue_order!r}")
         if release not in ("level", "zero"):
@@ -135,7 +137,9 @@ class MoESpAc(Policy):
         self.hc.predict(layer, hot, self.bal.n_hot)
         self.tree.unpin(layer)
         self.tree.set_layer(layer, lv if self.release == "level" else self.zeros, cache.resident[layer])
-        want = np.flatnonzero(lv if self.release == "zero" else hot > present)
+        # hot experts not present; with release "zero" also the resident hot ones (re-queued to win
+        # their level back, the authors' release), never an expert below tau
+        want = np.flatnonzero(hot if self.release == "zero" else hot & ~present)
         if want.size:
             lvls = lv[want].tolist() if self.queue_order == "level" else [self.K] * want.size
             self.queue.push_levels(layer, want.tolist(), lvls)
@@ -174,7 +178,7 @@ class MoESpAc(Policy):
         b = self.bal
         return self.tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)
 
-    def victim(self, layer: int, expert: int, cache):
+    def victim(self, layer: int, expert: int, cache, demand: bool):
         p = self._planned
         self._planned = None
         if p is not None and p[0] == layer and p[1] == expert and cache.resident.item(*p[2]) \

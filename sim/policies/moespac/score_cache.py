@@ -1,66 +1,100 @@
-"""The eviction index: resident experts in an ordered tree keyed by (score, layer, expert).
+"""The eviction index: resident experts ordered by (score, layer, expert).
 
 Scores (the authors' cache states): -1 empty slot or transfer in flight, 0 used and released,
-1..K the utility level, K+1 pinned while the expert's layer computes. The tree
-(:class:`sortedcontainers.SortedList`, O(log n) insert/remove/bisect) holds the resident experts
-only; -1 entries are the slots outside it (``score[l, e] == -1``). Keys are packed into one int,
-``score * L * E + layer * E + expert``, which orders exactly like the tuple and compares faster.
+1..K the utility level, K+1 pinned while the expert's layer computes. The index holds the resident
+experts only; -1 entries are the slots outside it (``score[l, e] == -1``). The authors keep an
+ordered tree keyed by (score, layer, expert); here the same order is kept as one bit mask of
+experts per (score, layer) plus one bit mask of non-empty layers per score (Python ints): an
+insert or removal is two bit operations, the smallest or largest (layer, expert) of a score is a
+``bit_length``, and the ordered walks below visit exactly the keys a tree walk would, in the same
+order, so every decision is the tree's.
 
 Two shortcuts keep a layer's release cheap (the decisions are the same as with an eagerly
-re-keyed tree):
+re-keyed index):
 
 * Pinning is a flag per layer: while it is set every resident expert of the layer reads as score
-  K+1 and is never a victim. Re-keying the layer in and out of K+1 would cost ~40 tree operations
+  K+1 and is never a victim. Re-keying the layer in and out of K+1 would cost ~40 index operations
   per pass for no change in any decision.
-* Raising a score is lazy: :attr:`score` always holds the true score, the tree key may lag
+* Raising a score is lazy: :attr:`score` always holds the true score, the index key may lag
   *below* it (``key <= score``); lowering is eager. The victim search meets keys in ascending order,
   and an entry whose key is below its score is re-keyed when met, before its bucket's successors
   are considered -- so every expert is seen at its true score before any larger score is.
-  Utilities mostly oscillate by one level, so most releases touch the tree not at all.
+  Utilities mostly oscillate by one level, so most releases touch the index not at all.
 
 Victim search (only an expert whose score is below its layer's threshold may go):
 
 * ``"id"`` (the authors' release): the smallest (score, layer, expert).
 * ``"cyclic"`` (ours): the smallest score, and among equal scores the expert whose layer runs
   furthest in the future -- the layers just computed (the current layer, then the ones before it)
-  before the ones about to run. Decode visits the layers cyclically, so this is Belady's choice
-  among equally useful experts: two reversed range scans per score, O(log n) to start.
+  before the ones about to run, the largest expert id first within a layer. Decode visits the
+  layers cyclically, so this is Belady's choice among equally useful experts.
 """
 from __future__ import annotations
 
 import numpy as np
-from sortedcontainers import SortedList
 
 ORDERS = ("id", "cyclic")
 
 
+def _ascending(mask: int):
+    """Set bit positions of ``mask``, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def _descending(mask: int):
+    """Set bit positions of ``mask``, highest first."""
+    while mask:
+        top = mask.bit_length() - 1
+        yield top
+        mask ^= 1 << top
+
+
 class ScoreTree:
-    """Scores of every (layer, expert) plus the ordered tree of the resident ones."""
+    """Scores of every (layer, expert) plus the ordered index of the resident ones."""
 
     def __init__(self, n_layers: int, n_experts: int, K: int, order: str = "cyclic"):
         if order not in ORDERS:
             raise ValueError(f"eviction order {order!r} is not one of {ORDERS}")
         self.L, self.E, self.K, self.order = n_layers, n_experts, K, order
-        self.LE = n_layers * n_experts
         self.score = np.full((n_layers, n_experts), -1, dtype=np.int64)   # true scores
-        self.key = np.full((n_layers, n_experts), -1, dtype=np.int64)     # score part of tree key
-        self.tree = SortedList()
+        self.key = np.full((n_layers, n_experts), -1, dtype=np.int64)     # score part of the index key
+        self.bits = [[0] * n_layers for _ in range(K + 2)]   # bits[s][l]: experts of l keyed at s
+        self.layers = [0] * (K + 2)                          # bit l set when bits[s][l] is not 0
         self.pinned = [False] * n_layers
 
     # --- membership -------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Resident experts in the index."""
+        return sum(m.bit_count() for row in self.bits for m in row)
+
+    def _add(self, s: int, layer: int, expert: int) -> None:
+        row = self.bits[s]
+        if not row[layer]:
+            self.layers[s] |= 1 << layer
+        row[layer] |= 1 << expert
+
+    def _drop(self, s: int, layer: int, expert: int) -> None:
+        row = self.bits[s]
+        row[layer] &= ~(1 << expert)
+        if not row[layer]:
+            self.layers[s] &= ~(1 << layer)
+
     def insert(self, layer: int, expert: int, score: int) -> None:
         """A transfer landed (or an expert was preloaded): it enters with ``score``."""
         if self.key.item(layer, expert) >= 0:
             self.set(layer, expert, score)
             return
         self.score[layer, expert] = self.key[layer, expert] = score
-        self.tree.add(score * self.LE + layer * self.E + expert)
+        self._add(score, layer, expert)
 
     def remove(self, layer: int, expert: int) -> None:
         """The expert was evicted: its slot is empty (-1)."""
         k = self.key.item(layer, expert)
         if k >= 0:
-            self.tree.remove(k * self.LE + layer * self.E + expert)
+            self._drop(k, layer, expert)
             self.score[layer, expert] = self.key[layer, expert] = -1
 
     def set(self, layer: int, expert: int, score: int) -> None:
@@ -78,19 +112,14 @@ class ScoreTree:
         krow = self.key[layer]
         lower = np.flatnonzero(scores < krow)               # absent experts have key -1
         if lower.size:
-            base = lower + layer * self.E
-            new = scores[lower]
-            tree = self.tree
-            for old_key, new_key in zip((krow[lower] * self.LE + base).tolist(),
-                                        (new * self.LE + base).tolist()):
-                tree.remove(old_key)
-                tree.add(new_key)
-            krow[lower] = new
+            for e, old, new in zip(lower.tolist(), krow[lower].tolist(), scores[lower].tolist()):
+                self._drop(old, layer, e)
+                self._add(new, layer, e)
+            krow[lower] = scores[lower]
 
     def _rekey(self, layer: int, expert: int, score: int) -> None:
-        base = layer * self.E + expert
-        self.tree.remove(self.key.item(layer, expert) * self.LE + base)
-        self.tree.add(score * self.LE + base)
+        self._drop(self.key.item(layer, expert), layer, expert)
+        self._add(score, layer, expert)
         self.key[layer, expert] = score
 
     # --- pinning ------------------------------------------------------------------------------
@@ -115,35 +144,39 @@ class ScoreTree:
                blocked: np.ndarray) -> tuple[int, int] | None:
         """The resident expert to evict: true score < ``tau[its layer]``, its layer neither pinned
         here nor ``blocked`` (the executor's pins); None if no expert may go."""
-        top = min(self.K + 1, tau_max)
-        LE, E = self.LE, self.E
-        for s in range(top):
-            lo = s * LE
+        for s in range(min(self.K + 1, tau_max)):
+            if not self.layers[s]:
+                continue
             if self.order == "id":
-                ranges = ((lo, lo + LE - 1, False),)
-            else:
-                cut = lo + (current + 1) * E
-                ranges = ((lo, cut - 1, True), (cut, lo + LE - 1, True))
-            if self.order == "id" or s < tau_min:
-                found = self._scan(s, ranges, tau, blocked)
+                found = self._scan(s, _ascending(self.layers[s]), _ascending, tau, blocked)
+            elif s < tau_min:
+                found = self._scan(s, self._cyclic(s, current), _descending, tau, blocked)
             else:
                 found = self._cyclic_layers(s, tau, current, blocked)
             if found is not None:
                 return found
         return None
 
-    def _scan(self, s: int, ranges, tau: list, blocked: np.ndarray):
-        """Walk bucket ``s`` in the given ranges; lagging keys are re-keyed after the walk."""
-        lo, E, pinned, score = s * self.LE, self.E, self.pinned, self.score
+    def _cyclic(self, s: int, current: int):
+        """Layers holding score-``s`` keys, cyclic order: ``current`` down to 0, then L-1 down."""
+        mask = self.layers[s]
+        below = (2 << current) - 1
+        yield from _descending(mask & below)
+        yield from _descending(mask & ~below)
+
+    def _scan(self, s: int, layers, experts, tau: list, blocked: np.ndarray):
+        """Walk bucket ``s`` (layers in the given order, each layer's experts by ``experts``);
+        lagging keys are re-keyed after the walk."""
+        pinned, score, row = self.pinned, self.score, self.bits[s]
         lagging, found = [], None
-        for a, b, rev in ranges:
-            for key in self.tree.irange(a, b, reverse=rev):
-                l, e = divmod(key - lo, E)
-                if pinned[l]:
-                    continue
+        for l in layers:
+            if pinned[l]:
+                continue
+            ok = s < tau[l] and not blocked[l]
+            for e in experts(row[l]):
                 if score.item(l, e) != s:
                     lagging.append((l, e))
-                elif s < tau[l] and not blocked[l]:
+                elif ok:
                     found = (l, e)
                     break
             if found is not None:
@@ -154,18 +187,14 @@ class ScoreTree:
 
     def _cyclic_layers(self, s: int, tau: list, current: int, blocked: np.ndarray):
         """Some layers may not give up score ``s``: visit the eligible ones in cyclic-distance
-        order and take each one's largest-id score-``s`` expert (one bisect per layer)."""
-        tree, E, lo, L = self.tree, self.E, s * self.LE, self.L
-        for i in range(L):
-            l = (current - i) % L
+        order and take each one's largest-id score-``s`` expert."""
+        row, score = self.bits[s], self.score
+        for l in list(self._cyclic(s, current)):
             if tau[l] <= s or self.pinned[l] or blocked[l]:
                 continue
-            while True:
-                j = tree.bisect_left(lo + (l + 1) * E) - 1
-                if j < 0 or tree[j] < lo + l * E:
-                    break
-                e = tree[j] - lo - l * E
-                true = self.score.item(l, e)
+            while row[l]:
+                e = row[l].bit_length() - 1
+                true = score.item(l, e)
                 if true == s:
                     return l, e
                 self._rekey(l, e, true)

@@ -1,0 +1,157 @@
+"""``python -m sim calibrate points=FILE runtime=NAME``: fit one runtime profile on the points built on it.
+
+Only the parameters listed under the runtime's ``calibrate:`` (each with ``[low, high]``, physically
+plausible bounds stated in ``conf/runtime/NAME.yaml``) are fitted; datasheet facts (gpu/host/link)
+never are, and nothing is fitted per point. The fit is least squares on ``log(predicted /
+measured)`` (scipy ``least_squares``, trust-region reflective within the bounds). Fitted values
+replace the profile's own and its per-kind overrides of the same fields. With ``write=true`` they
+are written into the YAML with the date, the points used and their residuals as comments; the
+leave-one-source-out error refits without each source and predicts its points.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+
+import numpy as np
+
+from sim.config import ConfigError
+from sim.fidelity.points import Point, load_points, point_runtime
+from sim.fidelity.validate import predict
+from sim.paths import CONF_DIR
+from sim.specs.machine import load_yaml
+
+FIT_BEGIN, FIT_END = "# --- fitted by python -m sim calibrate", "# --- end of fit"
+
+
+def bounds_of(runtime: str) -> dict[str, tuple[float, float]]:
+    """The runtime's ``calibrate:`` block: parameter -> (low, high), checked."""
+    data = load_yaml("runtime", runtime)
+    spec = data.get("calibrate") or {}
+    out = {}
+    for name, b in spec.items():
+        if name.split(".")[0] not in data or not (isinstance(b, list) and len(b) == 2 and b[0] < b[1]):
+            raise ConfigError(f"conf/runtime/{runtime}.yaml: calibrate.{name} must name a field with [low, high], got {b!r}")
+        out[name] = (float(b[0]), float(b[1]))
+    return out
+
+
+def patch_for(runtime: str, values: dict) -> dict:
+    """A runtime patch setting ``values`` everywhere: top level and every per-kind override;
+    ``table.key`` names an entry of a per-format table (``gpu_quant_eff.hqq2``)."""
+    data = load_yaml("runtime", runtime)
+    flat = {k: v for k, v in values.items() if "." not in k}
+    for k, v in values.items():
+        if "." in k:
+            table, key = k.split(".", 1)
+            flat.setdefault(table, dict(data.get(table) or {}))[key] = v
+    by_kind = {k: {f: v for f, v in (o or {}).items() if f not in flat}
+               for k, o in (data.get("by_kind") or {}).items()}
+    return {**flat, "by_kind": by_kind, "name": runtime}
+
+
+def _value(data: dict, name: str):
+    """A runtime field or a ``table.key`` entry (1.0, the multiplier's neutral value, when absent)."""
+    if "." in name:
+        table, key = name.split(".", 1)
+        return float((data.get(table) or {}).get(key, 1.0))
+    return data[name]
+
+
+def residuals(points: list[Point], runtime: str, values: dict, gen_tokens: int) -> np.ndarray:
+    """``log(predicted / measured)`` per point with ``values`` set on the runtime."""
+    patch = patch_for(runtime, values)
+    out = []
+    for p in points:
+        run = {**p.run, "runtime": runtime}
+        pred = predict(Point(p.id, p.measured_tok_s, p.source, p.grade, run), gen_tokens, patch)["predicted_tok_s"]
+        out.append(math.log(pred / p.measured_tok_s) if np.isfinite(pred) and pred > 0 else math.log(1e-3))
+    return np.asarray(out)
+
+
+def fit(points: list[Point], runtime: str, bounds: dict, start: dict, gen_tokens: int,
+        max_nfev: int = 20) -> tuple[dict, np.ndarray]:
+    """Least squares on log error within ``bounds``, from ``start`` (clipped into the bounds)."""
+    from scipy.optimize import least_squares
+
+    names = list(bounds)
+    lo = np.array([bounds[n][0] for n in names])
+    hi = np.array([bounds[n][1] for n in names])
+    x0 = np.clip([float(start[n]) for n in names], lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo))
+    scale = hi - lo
+    fun = lambda z: residuals(points, runtime, dict(zip(names, lo + z * scale)), gen_tokens)
+    res = least_squares(fun, (x0 - lo) / scale, bounds=(0.0, 1.0), diff_step=0.02, max_nfev=max_nfev)
+    values = {n: float(v) for n, v in zip(names, lo + res.x * scale)}
+    return values, res.fun
+
+
+def loso(points: list[Point], runtime: str, bounds: dict, start: dict, gen_tokens: int) -> dict[str, np.ndarray]:
+    """Leave-one-source-out: per source, fit on the others and return its points' log errors."""
+    out = {}
+    for src in sorted({p.source for p in points}):
+        train = [p for p in points if p.source != src]
+        test = [p for p in points if p.source == src]
+        if len(train) < len(bounds):
+            continue
+        values, _ = fit(train, runtime, bounds, start, gen_tokens, max_nfev=6)
+        out[src] = residuals(test, runtime, values, gen_tokens)
+    return out
+
+
+def ape(log_err: np.ndarray) -> np.ndarray:
+    """Absolute % error from log errors."""
+    return np.abs(np.exp(log_err) - 1.0) * 100
+
+
+def write_fit(runtime: str, values: dict, points: list[Point], res: np.ndarray) -> None:
+    """Write the fitted values into conf/runtime/NAME.yaml between marker comments (replacing a previous fit)."""
+    from traces.io import atomic_write_bytes
+
+    path = CONF_DIR / "runtime" / f"{runtime}.yaml"
+    text = re.sub(rf"\n?{re.escape(FIT_BEGIN)}.*?{re.escape(FIT_END)}[^\n]*\n", "\n", path.read_text(), flags=re.S)
+    lines = [f"{FIT_BEGIN} on {_dt.date.today().isoformat()} (least squares on log error, within calibrate: bounds)",
+             f"# points ({len(points)}): " + ", ".join(f"{p.id} {100 * (math.exp(r) - 1):+.0f}%" for p, r in zip(points, res)),
+             f"# median |error| {np.median(ape(res)):.1f}%"]
+    patch = patch_for(runtime, values)
+    lines += [f"{k}: {patch[k]:.4g}" if isinstance(patch[k], float) else f"{k}: {patch[k]}".replace("'", "")
+              for k in patch if k != "name"]
+    lines.append(f"{FIT_END} ---")
+    atomic_write_bytes(path, lambda f: f.write((text.rstrip("\n") + "\n" + "\n".join(lines) + "\n").encode()))
+
+
+def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
+              gen_tokens: int = 32, n_jobs: int = 1) -> dict:
+    """Fit ``runtime`` on the points built on it; print the fit, per-point residuals and LOSO error."""
+    pf = load_points(points)
+    mine = [p for p in pf.points if point_runtime(p) == runtime]
+    bounds = bounds_of(runtime)
+    if not bounds:
+        print(f"runtime {runtime}: no calibrate: parameters in conf/runtime/{runtime}.yaml; keeps its sourced values")
+        return {"runtime": runtime, "fitted": False}
+    if len(mine) < max(min_points, len(bounds) + 1):
+        print(f"runtime {runtime}: {len(mine)} points (need {max(min_points, len(bounds) + 1)} for "
+              f"{len(bounds)} parameters); keeps its sourced defaults")
+        return {"runtime": runtime, "fitted": False, "n": len(mine)}
+    data = load_yaml("runtime", runtime)
+    start = {k: _value(data, k) for k in bounds}
+    before = residuals(mine, runtime, start, gen_tokens)
+    values, res = fit(mine, runtime, bounds, start, gen_tokens)
+    print(f"runtime {runtime}: {len(mine)} points, median |error| {np.median(ape(before)):.1f}% -> {np.median(ape(res)):.1f}%")
+    for k, v in values.items():
+        print(f"  {k:<18} {start[k]:>10.4g} -> {v:<10.4g} bounds {list(bounds[k])}")
+    for p, r in zip(mine, res):
+        print(f"  {p.id:<6} {p.source:<28} {100 * (math.exp(r) - 1):+7.1f}%")
+    out = {"runtime": runtime, "fitted": True, "values": values, "median_ape": float(np.median(ape(res)))}
+    if do_loso:
+        held = loso(mine, runtime, bounds, start, gen_tokens)
+        allres = np.concatenate(list(held.values())) if held else np.array([])
+        for src, r in held.items():
+            print(f"  LOSO {src:<28} n={r.size}  median |error| {np.median(ape(r)):.1f}%")
+        if allres.size:
+            print(f"  LOSO median |error| {np.median(ape(allres)):.1f}% over {allres.size} points")
+            out["loso_median_ape"] = float(np.median(ape(allres)))
+    if write:
+        write_fit(runtime, values, mine, res)
+        print(f"written: conf/runtime/{runtime}.yaml")
+    return out

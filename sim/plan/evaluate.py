@@ -1,0 +1,170 @@
+"""Fast, exact evaluation of placements for the planner: one trace, one schedule and one cost table
+per engine, reused by every placement.
+
+A static placement (llama.cpp, kTransformers: a fixed GPU expert mask, nothing moves at decode) has
+no state across layers, so a decode step costs the fixed parts (draft, embeddings and lm_head,
+attention) plus, per MoE layer, ``max(T_gpu, T_cpu) + sync`` (sync only when CPU experts ran) — the
+same recurrence as :class:`sim.engine.Engine` and :mod:`sim.fast_eval`, vectorised over steps and
+experts. Each layer's seconds depend only on its own mask row, so whole-layer placements
+(``--n-cpu-moe N``, ``-ot`` layer sets) are sums of two per-layer vectors: two evaluations price
+all 2^L of them. The tests check every number here against the SimPy engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim import config
+from sim.cost_model import CostModel
+from sim.memory_plan import MemoryPlan, plan_memory
+from sim.policies import make_policy
+from sim.policies.base import PolicyContext
+from sim.policies.registry import policy_runtime
+from sim.runner import _profile, routing_shape, schedule, spec, synthetic_trace
+from traces.schema import Trace
+from traces.windows import Schedule
+
+
+@dataclass
+class Setting:
+    """What every placement of one plan shares: model, machine, context, routing and run length."""
+
+    model: object                  # a conf/model name or mapping (config.model accepts both)
+    hardware: object               # a composition mapping or a conf/hardware name
+    runtime: object = None         # None / "policy": each engine's own runtime
+    quant: str | None = None
+    quant_dense: str | None = None
+    draft: str = "none"
+    gamma: int = 8
+    context: int = 4096
+    prompt_tokens: int = 256
+    gen_tokens: int = 256
+    seed: int = 0
+    workload: str = "gsm8k"
+    trace: Trace | None = None
+    acceptance: float | None = None
+    vram_budget_gib: float | None = None
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def spec(self) -> config.ModelSpec:
+        if "model" not in self._cache:
+            self._cache["model"] = config.model(self.model, self.quant, self.quant_dense)
+        return self._cache["model"]
+
+    def hw(self, policy: str) -> config.HardwareSpec:
+        """The machine under ``policy``'s runtime (or the runtime the plan names for all)."""
+        key = ("hw", policy_runtime(policy))
+        if key not in self._cache:
+            self._cache[key] = config.hardware(self.hardware, runtime=self.runtime, default_runtime=key[1])
+        return self._cache[key]
+
+    def draft_spec(self, speculative: bool) -> config.DraftSpec:
+        return spec("draft", self.draft if speculative else "none")
+
+    def gamma_of(self, speculative: bool) -> int:
+        return int(self.gamma) if speculative else 0
+
+    def schedule(self, gamma: int) -> Schedule:
+        """The decode steps for ``gamma`` (memoised for synthetic traces, as in :func:`sim.runner.run_one`)."""
+        m = self.spec
+        trace, key = self.trace, None
+        if trace is None:
+            key = (m.name, self.workload, self.gen_tokens + gamma + 1, self.seed, routing_shape(m))
+            trace = synthetic_trace(*key)
+        from sim.speculation.fair import run_acceptance
+        from sim.speculation.schedule import speculative_schedule
+
+        d = self.draft_spec(gamma > 0)
+        acc = run_acceptance(self.workload, d, self.acceptance)   # the draft preset's, as a run's
+        return (speculative_schedule(trace, False, gamma, self.gen_tokens, acc, self.seed, d, None)
+                or schedule(trace, key, gamma, self.gen_tokens, acc, self.seed))
+
+    def memory(self, policy: str, n_slots: int) -> MemoryPlan:
+        """The VRAM plan of ``n_slots`` expert slots under ``policy`` (never raises: ``fits`` says)."""
+        speculative = make_policy(policy).speculative
+        return plan_memory(self.hw(policy), self.spec, self.draft_spec(speculative), 0.0, self.context,
+                           check=False, n_slots=n_slots, vram_budget_gib=self.vram_budget_gib)
+
+
+def fits(plan: MemoryPlan) -> bool:
+    """Whether everything of ``plan`` (its expert slots included) fits in its VRAM."""
+    return plan.free_for_experts >= 0 and plan.n_slots <= plan.max_slots
+
+
+def vram_used(plan: MemoryPlan) -> float:
+    """Bytes the plan puts in VRAM."""
+    return plan.vram - plan.free_for_experts + plan.n_slots * plan.expert_bytes
+
+
+class StaticTable:
+    """Per-(step, layer, expert) GPU and CPU seconds of one engine on one schedule, and the fixed parts.
+
+    ``decode_s(mask)`` is the decode time of the static placement ``mask`` ([L, E] bool, True = on
+    the GPU); ``layer_s(mask)`` its per-layer part.
+    """
+
+    def __init__(self, setting: Setting, policy: str):
+        pol = make_policy(policy)
+        m, g = setting.spec, setting.gamma_of(pol.speculative)
+        self.policy, self.setting, self.gamma = policy, setting, g
+        self.extra_decodes = pol.draft_extra_decodes
+        self.sched = setting.schedule(g)
+        self.cost = CostModel(setting.hw(policy), m, setting.draft_spec(pol.speculative),
+                              cpu_scale=getattr(pol, "cpu_efficiency_scale", 1.0), n_max=max(64, g + 1))
+        c = self.sched.counts
+        on = c > 0
+        self.gpu = np.where(on, self.cost.gpu_expert_table()[c], 0.0)
+        self.cpu = np.where(on, self.cost.cpu_expert_table()[c], 0.0)
+        self.sync = self.cost.layer_sync_s()
+        self.fixed_s = self._fixed(setting.prompt_tokens, m.n_layers)
+        self.tokens = int(self.sched.produced.sum())
+
+    def _fixed(self, context: int, n_layers: int) -> float:
+        """Draft, embeddings/lm_head/host and attention seconds of the whole run (placement-free)."""
+        cost, s, total = self.cost, self.sched, 0.0
+        for step in range(s.n_steps):
+            n = int(s.n_verify[step])
+            if s.gamma > 0:
+                total += (s.gamma + self.extra_decodes) * cost.draft_token_s(context)
+            total += cost.step_fixed_s(n) + n_layers * cost.layer_fixed_s(n, context)
+            context += int(s.produced[step])
+        return total
+
+    def layer_s(self, mask: np.ndarray) -> np.ndarray:
+        """Seconds of each MoE layer's experts over the run under ``mask``."""
+        mask = np.asarray(mask, dtype=bool)
+        g = np.einsum("sle,le->sl", self.gpu, mask.astype(float))
+        c = np.einsum("sle,le->sl", self.cpu, (~mask).astype(float))
+        return (np.maximum(g, c) + self.sync * (c > 0)).sum(axis=0)
+
+    def decode_s(self, mask: np.ndarray) -> float:
+        return self.fixed_s + float(self.layer_s(mask).sum())
+
+    def tps(self, decode_s: float) -> float:
+        return self.tokens / decode_s
+
+    def whole_layer_s(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per layer: seconds with all its experts on the GPU, and with all on the CPU."""
+        L, E = self.gpu.shape[1:]
+        return self.layer_s(np.ones((L, E), bool)), self.layer_s(np.zeros((L, E), bool))
+
+    def policy_mask(self, n_slots: int, **policy_args) -> np.ndarray:
+        """The GPU mask the policy places in ``n_slots`` slots (its own ``initial_residency``)."""
+        m, s = self.setting.spec, self.setting
+        pol = make_policy(self.policy, **policy_args)
+        ctx = PolicyContext(n_layers=m.n_layers, n_experts=m.n_experts, top_k=m.top_k, n_slots=n_slots,
+                            gamma=self.gamma, costs=self.cost.cost_table(self.gamma, s.prompt_tokens + s.gen_tokens // 2),
+                            seed=s.seed, profile=_profile(pol, m, s.seed, self._trace()))
+        pol.reset(ctx, None)
+        mask = np.zeros((m.n_layers, m.n_experts), bool)
+        for layer, expert in pol.initial_residency():
+            mask[layer, expert] = True
+        return mask
+
+    def _trace(self) -> Trace:
+        s, m = self.setting, self.setting.spec
+        if s.trace is not None:
+            return s.trace
+        return synthetic_trace(m.name, s.workload, s.gen_tokens + self.gamma + 1, s.seed, routing_shape(m))

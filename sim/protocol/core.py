@@ -1,0 +1,259 @@
+"""The protocol core: slots, reservations, placements, landings and tallies, with no clock.
+
+One object per run, shared by every executor (:mod:`sim.engine`, :mod:`real.offload`,
+:mod:`sim.fast_eval`, the tests' driver). It calls the policy at the protocol points of
+:mod:`sim.policies.base`, mutates the :class:`sim.expert_cache.ExpertCache`, fills the
+:class:`sim.metrics.Counters`, and tells the executor what to move (:class:`Copy`) and what each
+layer waits for (:class:`LayerPlan`). What counts as a hit, a useful prefetch or an invalid
+placement is therefore identical on every executor (DESIGN.md section 3.3).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.accounting import MAX_PREFETCH_TRIES, PrefetchTracker, tally_requests
+from sim.expert_cache import CacheError, ExpertCache
+from sim.metrics import Counters
+from sim.policies.base import FETCH, STREAM, Placement, Policy, Signals
+from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait
+
+
+class ProtocolCore:
+    """The bookkeeping of one run of ``policy`` on ``cache``.
+
+    ``gpu_tab`` / ``cpu_tab`` are the cost model's per-expert seconds by token count (the layer
+    plan's ``gpu_s`` / ``cpu_s``); ``expert_bytes`` is what one copied expert adds to
+    ``pcie_bytes``; ``slots`` observes slot changes (the real executor's buffers).
+    """
+
+    def __init__(self, policy: Policy, cache: ExpertCache, *, expert_bytes: float, gpu_tab: np.ndarray,
+                 cpu_tab: np.ndarray, slots: SlotObserver | None = None):
+        self.policy, self.cache = policy, cache
+        self.expert_bytes, self.gpu_tab, self.cpu_tab = expert_bytes, gpu_tab, cpu_tab
+        self.slots = slots or SlotObserver()
+        self.c = Counters()
+        self.prefetched = PrefetchTracker(cache.n_layers, cache.n_experts)
+        self.failed = 0
+
+    # --- protocol points ------------------------------------------------------------------------
+    def load_initial(self) -> list[tuple[int, int]]:
+        """Load the policy's static placement (no time); returns the experts loaded."""
+        loaded = []
+        for layer, expert in self.policy.initial_residency():
+            layer, expert = int(layer), int(expert)
+            self.cache.load(layer, expert)
+            self.slots.taken(layer, expert)
+            loaded.append((layer, expert))
+        return loaded
+
+    def step_gamma(self, step: int, gamma: int) -> int | None:
+        """The draft length the policy chooses for ``step`` (``adaptive_gamma``), checked against
+        0..``gamma`` (the run's largest); None when the policy does not choose (the run's gamma)."""
+        if not self.policy.adaptive_gamma:
+            return None
+        g = int(self.policy.choose_gamma(step))
+        if not 0 <= g <= gamma:
+            raise ValueError(f"policy {self.policy.name!r} chose gamma {g} at step {step}; allowed 0..{gamma}")
+        return g
+
+    def step_start(self, step: int, signals: Signals) -> None:
+        """The draft phase of ``step`` begins."""
+        self.policy.on_step_start(step, signals, self.cache)
+
+    def step_end(self, step: int, n_verified: int, accepted: int) -> None:
+        """``step`` verified ``n_verified`` positions and accepted ``accepted`` drafts."""
+        self.policy.on_step_end(step, n_verified, accepted)
+
+    def layer_start(self, layer: int) -> None:
+        """Pin ``layer`` (its experts may not be evicted while it computes) and tell the policy."""
+        self.cache.pinned[layer] = True
+        self.policy.on_layer_start(layer, self.cache)
+
+    def place(self, layer: int, counts: np.ndarray, signals: Signals, req: np.ndarray,
+              n: np.ndarray) -> LayerPlan:
+        """Ask the policy where ``layer``'s requested experts ``req`` (``n`` tokens each) run and
+        apply the answer: tallies, reservations, copies to start."""
+        placement = self.policy.place(layer, counts, signals, self.cache)
+        return self.apply(layer, req, n, placement)
+
+    def layer_end(self, layer: int, counts: np.ndarray) -> None:
+        """Unpin ``layer`` and tell the policy (it may enqueue prefetches)."""
+        self.cache.pinned[layer] = False
+        self.policy.on_layer_end(layer, counts, self.cache)
+
+    # --- placements -------------------------------------------------------------------------------
+    def apply(self, layer: int, req: np.ndarray, n: np.ndarray, placement: Placement) -> LayerPlan:
+        """Tally ``layer``'s requests and turn ``placement`` into a :class:`LayerPlan`."""
+        c = self.c
+        where = np.asarray(placement.where)[req]
+        on_gpu, on_cpu = tally_requests(c, self.cache, self.prefetched, layer, req, where, self.policy.name)
+        plan = LayerPlan(gpu=req[on_gpu].tolist(), cpu=req[on_cpu].tolist(),
+                         gpu_s=float(self.gpu_tab[n] @ on_gpu), cpu_s=float(self.cpu_tab[n] @ on_cpu))
+        c.gpu_execs += len(plan.gpu)
+        c.cpu_execs += len(plan.cpu)
+        if placement.bulk:
+            self._apply_bulk(layer, req, n, where, placement.extra_fetch, plan)
+            return plan
+        if len(plan.gpu) + len(plan.cpu) < req.size:
+            rest = ~(on_gpu | on_cpu)
+            for e, k, w in zip(req[rest].tolist(), n[rest].tolist(), where[rest].tolist()):
+                self._apply_one(layer, e, k, w, plan)
+        for e in placement.extra_fetch:
+            e = int(e)
+            if self.cache.inflight[layer, e]:
+                plan.waits.append(Wait((layer, e), None, (), 0.0))
+            elif not self.cache.resident[layer, e] and self.reserve(layer, e, demand=True):
+                plan.waits.append(Wait((layer, e), Copy(layer, (e,), DEMAND), (), 0.0))
+        return plan
+
+    def _apply_one(self, layer: int, e: int, k: int, w: int, plan: LayerPlan) -> None:
+        """A FETCH or STREAM placement of one requested expert."""
+        c = self.c
+        g = float(self.gpu_tab[k])
+        if w == STREAM:
+            plan.waits.append(Wait(None, Copy(layer, (e,), STREAM_COPY), (e,), g))
+        elif w != FETCH:
+            raise ValueError(f"policy {self.policy.name!r} returned placement code {w} (valid: 0..3)")
+        elif self._present(layer, e, g, plan):
+            pass
+        elif self.reserve(layer, e, demand=True):
+            plan.waits.append(Wait((layer, e), Copy(layer, (e,), DEMAND), (e,), g))
+        else:
+            self._fallback(e, k, plan)
+            return
+        c.gpu_execs += 1
+
+    def _present(self, layer: int, e: int, g: float, plan: LayerPlan) -> bool:
+        """A FETCH of a resident (computed now) or in-flight (awaited) expert; False if absent."""
+        if self.cache.resident[layer, e]:
+            plan.gpu.append(e)
+            plan.gpu_s += g
+        elif self.cache.inflight[layer, e]:
+            plan.waits.append(Wait((layer, e), None, (e,), g))
+        else:
+            return False
+        return True
+
+    def _fallback(self, e: int, k: int, plan: LayerPlan) -> None:
+        """A demand fetch found no slot: the expert runs on the CPU."""
+        self.c.fallbacks += 1
+        self.c.cpu_execs += 1
+        plan.cpu.append(e)
+        plan.cpu_s += float(self.cpu_tab[k])
+
+    def _apply_bulk(self, layer: int, req, n, where, extra, plan: LayerPlan) -> None:
+        """All of a layer's demand fetches as one block copy (``Placement.bulk``)."""
+        cache, c = self.cache, self.c
+        if (where == STREAM).any():
+            raise ValueError(f"policy {self.policy.name!r}: a bulk placement cannot STREAM")
+        fetch = where == FETCH
+        want, gpu_of = [], {}
+        for e, k in zip(req[fetch].tolist(), n[fetch].tolist()):
+            g = float(self.gpu_tab[k])
+            if not self._present(layer, e, g, plan):
+                want.append(e)
+                gpu_of[e] = (g, k)
+        c.gpu_execs += int(fetch.sum())
+        ex = np.asarray(extra, dtype=np.int64)
+        if ex.size:
+            fly = cache.inflight[layer, ex]
+            plan.waits.extend(Wait((layer, e), None, (), 0.0) for e in dict.fromkeys(ex[fly].tolist()))
+            rest = ex[~fly & ~cache.resident[layer, ex]]
+            want.extend(e for e in rest.tolist() if e not in gpu_of)
+        granted = self.reserve_many(layer, want)
+        for e in want[len(granted):]:
+            if e in gpu_of:  # a routed expert that found no slot runs on the CPU
+                c.gpu_execs -= 1
+                self._fallback(e, gpu_of[e][1], plan)
+        if granted:
+            computed = tuple(e for e in granted if e in gpu_of)
+            plan.waits.append(Wait((layer, granted[0]), Copy(layer, tuple(granted), DEMAND), computed,
+                                   sum(gpu_of[e][0] for e in computed)))
+
+    # --- slots ----------------------------------------------------------------------------------------
+    def reserve(self, layer: int, expert: int, demand: bool) -> bool:
+        """Reserve a slot for (layer, expert), evicting the policy's victim if none is free."""
+        cache = self.cache
+        if cache.n_free <= 0:
+            victim = self.policy.victim(layer, expert, cache, demand)
+            if victim is None:
+                return False
+            self.evict(int(victim[0]), int(victim[1]))
+        cache.begin(layer, expert)
+        self.slots.taken(layer, expert)
+        return True
+
+    def reserve_many(self, layer: int, experts: list) -> list:
+        """Reserve slots for a block copy, in order; returns the experts that got one.
+
+        The policy's :meth:`~sim.policies.base.Policy.victims` names all victims at once; when it
+        returns None the policy is asked one victim at a time, as for single transfers."""
+        cache = self.cache
+        short = len(experts) - cache.n_free
+        named = self.policy.victims(layer, short, cache) if short > 0 else []
+        if named is None:
+            return [e for e in experts if self.reserve(layer, e, demand=True)]
+        victims = np.asarray(named, dtype=np.int64).reshape(-1, 2)
+        if len(np.unique(victims, axis=0)) != len(victims):
+            raise CacheError(f"policy {self.policy.name!r} named the same victim twice")
+        if len(victims):
+            cache.evict_many(victims[:, 0], victims[:, 1])
+            self.prefetched.evicted(victims[:, 0], victims[:, 1])
+            self.c.evictions += len(victims)
+            for vl, ve in victims.tolist():
+                self.slots.released(vl, ve)
+        granted = experts[:max(0, min(len(experts), cache.n_free))]
+        if granted:
+            cache.begin_many(layer, granted)
+            for e in granted:
+                self.slots.taken(layer, e)
+        return granted
+
+    def evict(self, layer: int, expert: int) -> None:
+        """Free a resident expert's slot."""
+        self.cache.evict(layer, expert)
+        self.slots.released(layer, expert)
+        self.prefetched.evicted(layer, expert)
+        self.c.evictions += 1
+
+    # --- transfers ------------------------------------------------------------------------------------
+    def next_prefetch(self) -> Copy | None:
+        """The link is idle: the policy's next prefetch that needs a copy and got a slot, or None.
+
+        Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``)."""
+        cache = self.cache
+        for _ in range(MAX_PREFETCH_TRIES):
+            item = self.policy.next_transfer(cache)
+            if item is None:
+                return None
+            layer, expert = int(item[0]), int(item[1])
+            if not cache.present(layer, expert) and self.reserve(layer, expert, demand=False):
+                return Copy(layer, (expert,), PREFETCH)
+        return None
+
+    def landed(self, copy: Copy, ok: bool = True) -> None:
+        """``copy``'s bytes arrived (``ok``), or the copy failed: its slots are freed."""
+        c, cache, layer = self.c, self.cache, copy.layer
+        if not ok:
+            self.failed += 1
+            if copy.kind != STREAM_COPY:
+                for e in copy.experts:
+                    cache.cancel(layer, e)
+                    self.slots.released(layer, e)
+            return
+        c.pcie_bytes += self.expert_bytes * len(copy.experts)
+        if copy.kind == STREAM_COPY:
+            c.streams += 1
+        elif len(copy.experts) > 1:
+            cache.land_many(layer, list(copy.experts))
+            c.demand_fetches += len(copy.experts)
+            self.policy.on_transfers_done(layer, list(copy.experts), cache)
+        else:
+            expert = copy.experts[0]
+            cache.land(layer, expert)
+            if copy.kind == PREFETCH:
+                c.prefetches += 1
+                self.prefetched.landed(layer, expert)
+            else:
+                c.demand_fetches += 1
+            self.policy.on_transfer_done(layer, expert, cache)

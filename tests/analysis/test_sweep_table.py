@@ -1,0 +1,72 @@
+"""The sweep's table: order, grouping, summary, width, and the machine formats."""
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from analysis.sweep_table import WIDTH, format_table, policy_table, summary
+from sim.config import ConfigError
+from tests.analysis.fixtures import row
+
+
+@pytest.fixture
+def rows():
+    tps = {("moespac", "gsm8k"): 30.0, ("moespac", "mt_bench"): 20.0,
+           ("llamacpp_sd", "gsm8k"): 10.0, ("llamacpp_sd", "mt_bench"): 10.0,
+           ("hybrimoe", "gsm8k"): 40.0, ("hybrimoe", "mt_bench"): 20.0,
+           ("oracle", "gsm8k"): 90.0, ("oracle", "mt_bench"): 70.0}
+    out = [row("default", p, w, tps=v) for (p, w), v in tps.items()]
+    out.append(row("default", "hybrimoe", "gsm8k", tps=20.0, seed=1))   # averaged with the seed-0 run
+    return pd.DataFrame(out)
+
+
+def test_rows_sorted_by_mean_real_policies_before_heuristics(rows):
+    """The old name ``oracle`` of a result file is read as ``heuristic_oracle``, a heuristic."""
+    t = policy_table(rows)
+    assert list(t.index) == ["hybrimoe", "moespac", "llamacpp_sd", "heuristic_oracle"]
+    assert list(t.columns) == ["group", "gsm8k", "mt_bench", "mean"]
+    assert t.loc["hybrimoe", "gsm8k"] == 30.0 and t.loc["hybrimoe", "mean"] == 25.0
+    assert list(t.group) == ["policy", "policy", "policy", "heuristic"]
+
+
+def test_summary_compares_moespac_with_llamacpp_sd_and_never_names_a_bound(rows):
+    s = summary(policy_table(rows), "default")
+    assert "MoE-SpAc 25.00 tok/s vs llama.cpp-w/SD 10.00 tok/s" in s and "2.50x (+150%)" in s
+    assert "fastest real policy hybrimoe" in s and "oracle" not in s
+
+
+def test_summary_without_the_pair_names_only_the_fastest(rows):
+    s = summary(policy_table(rows[rows.policy != "llamacpp_sd"]), "x")
+    assert s == "x: fastest real policy hybrimoe (HybriMoE), 25.00 tok/s"
+
+
+def test_text_fits_100_columns_with_every_default_policy_and_workload():
+    from analysis.names import DISPLAY, WORKLOADS
+
+    df = pd.DataFrame([row("default", p, w) for p in DISPLAY for w in WORKLOADS])
+    text = format_table(df, "default")
+    assert max(map(len, text.splitlines())) <= WIDTH
+    lines = text.splitlines()
+    assert lines[1].split() == ["policy", "gsm8k", "alpaca", "qa", "cnn_dm", "mtb", "h-eval", "mmlu", "mean"]
+    heur = lines.index("heuristics" + lines[1][len("heuristics"):])
+    assert {l.split()[0] for l in lines[heur + 1:heur + 3]} == {"heuristic_oracle", "heuristic_oracle_ar"}
+    assert not any("oracle" in l.split()[0] for l in lines[2:heur - 1]) and lines[heur - 1] == ""
+
+
+def test_machine_formats_carry_the_exact_numbers(rows):
+    t = policy_table(rows)
+    csv = pd.read_csv(io.StringIO(format_table(rows, "default", "csv")), index_col="policy")
+    pd.testing.assert_frame_equal(csv, t.rename_axis("policy"), check_names=False)
+    js = json.loads(format_table(rows, "default", "json"))
+    assert js["rows"][0] == {"policy": "hybrimoe", "group": "policy", "gsm8k": 30.0, "mt_bench": 20.0, "mean": 25.0}
+    md = format_table(rows, "default", "markdown").splitlines()
+    assert md[0] == "| policy | group | gsm8k | mt_bench | mean |"
+    assert md[2] == "| hybrimoe | policy | 30.00 | 20.00 | 25.00 |"
+
+
+def test_unknown_format_is_a_config_error(rows):
+    with pytest.raises(ConfigError, match="format: 'xml' is not one of text, csv, markdown, json"):
+        format_table(rows, "default", "xml")

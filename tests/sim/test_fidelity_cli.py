@@ -1,0 +1,76 @@
+"""python -m sim validate / calibrate: points files, the report, JSON output, input errors, and a
+fit that recovers a known runtime parameter."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sim.config import ConfigError
+from sim.fidelity.calibrate import fit, patch_for
+from sim.fidelity.points import Point, load_points, run_kwargs
+from sim.fidelity.validate import predict
+
+RUN = {"policy": "llamacpp", "policy.gpu_layers": 20, "model": "qwen3_30b_a3b", "quant": "q4_0", "gpu": "rtx5090",
+       "host": "epyc_ddr5_12ch", "host.cores": 16, "link": "pcie5_x16", "prompt_tokens": 128, "context": 512}
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "pts.yaml"
+    p.write_text(text)
+    return p
+
+
+def _cli(*args):
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    return subprocess.run([sys.executable, "-m", "sim", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_run_keys_become_run_one_arguments():
+    kw = run_kwargs({**RUN, "runtime.cpu_mem_eff": 0.5, "hardware.cpu_threads": 8}, gen_tokens=16)
+    assert kw["policy_args"] == {"gpu_layers": 20} and kw["gen_tokens"] == 16
+    assert kw["hardware"]["host"]["cores"] == 16 and kw["hardware"]["host"]["mem_channels"] == 12
+    assert kw["hardware"]["cpu_threads"] == 8 and kw["runtime"] == {"cpu_mem_eff": 0.5, "name": "policy"}
+
+
+def test_points_file_errors_name_the_point_and_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"points\[0\] \(X1\).*unknown run key\(s\) \['bogus'\]"):
+        load_points(_write(tmp_path, "points:\n  - {id: X1, measured_tok_s: 3, source: s, grade: A, run: {bogus: 1}}\n"))
+    with pytest.raises(ConfigError, match="measured_tok_s must be a number > 0"):
+        load_points(_write(tmp_path, "points:\n  - {id: X1, measured_tok_s: 0, source: s, grade: A, run: {}}\n"))
+
+
+def test_validate_json_reports_every_point_and_the_ratio(tmp_path):
+    pts = _write(tmp_path, f"""points:
+  - {{id: A, measured_tok_s: 25.0, source: s1, grade: A, run: {json.dumps(RUN)}}}
+  - {{id: B, measured_tok_s: 20.0, source: s2, grade: A, run: {json.dumps({**RUN, 'policy.gpu_layers': 0})}}}
+ratios:
+  - {{id: R, num: A, den: B}}
+""")
+    out = _cli("validate", f"points={pts}", f"out={tmp_path / 'o'}", "json=true", "gen_tokens=8", "n_jobs=1")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    a, b = res["points"]
+    assert a["error"] == pytest.approx(a["predicted_tok_s"] / 25.0 - 1)
+    assert res["median_ape"] == pytest.approx(100 * (abs(a["error"]) + abs(b["error"])) / 2)
+    assert res["ratios"][0]["same_direction"] is (a["predicted_tok_s"] > b["predicted_tok_s"])
+    assert (tmp_path / "o" / "fidelity.parquet").exists() and (tmp_path / "o" / "fidelity.png").exists()
+
+
+def test_bad_arguments_exit_2_with_one_line(tmp_path):
+    out = _cli("validate", "pointz=x")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "pointz=x" in out.stderr
+    out = _cli("validate", f"points={tmp_path / 'none.yaml'}")
+    assert out.returncode == 2 and "no such file" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_fit_recovers_a_known_per_forward_overhead():
+    # the "measurement" is the simulator itself at step_overhead_us=2000: the fit must find 2000
+    run = {**RUN, "runtime": "llama_cpp"}
+    truth = predict(Point("t", 1.0, "s", "A", run), 8, patch_for("llama_cpp", {"step_overhead_us": 2000.0}))
+    pt = Point("t", truth["predicted_tok_s"], "s", "A", run)
+    values, res = fit([pt], "llama_cpp", {"step_overhead_us": (100.0, 5000.0)}, {"step_overhead_us": 300.0}, 8)
+    assert values["step_overhead_us"] == pytest.approx(2000.0, rel=0.01)
+    assert abs(res[0]) < math.log(1.005)

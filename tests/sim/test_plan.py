@@ -1,0 +1,135 @@
+"""The placement planner: its fast evaluator against the SimPy engine, the ranking, the command lines, the CLI."""
+from __future__ import annotations
+
+import csv
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sim.plan.command import best_per_family, cli_args
+from sim.plan.enumerate import best_layers, enumerate_all
+from sim.plan.evaluate import Setting, StaticTable, vram_used
+from sim.plan.report import command, ot_pattern
+from sim.runner import run_one
+
+HW = {"gpu": "rtx2080", "host": "hedt_ddr4_4ch", "link": "pcie3_x16"}
+TOKENS = 16
+
+
+def setting(**kw) -> Setting:
+    base = dict(model="qwen3_30b_a3b", hardware=HW, quant="q4_k_m", gen_tokens=TOKENS)
+    return Setting(**{**base, **kw})
+
+
+@pytest.mark.parametrize("policy,args,slots,draft", [
+    ("llamacpp", {"n_cpu_moe": 36}, 12 * 128, "none"),
+    ("ktransformers", {}, 20 * 48, "none"),
+    ("llamacpp_sd", {"n_cpu_moe": 45}, 3 * 128, "qwen3_0_6b"),
+])
+def test_static_table_equals_the_simpy_engine(policy, args, slots, draft):
+    table = StaticTable(setting(draft=draft), policy)
+    ours = table.tps(table.decode_s(table.policy_mask(slots, **args)))
+    hw = {**HW, "vram_gib": 24.0}     # the engine's memory check only; costs do not depend on VRAM
+    row = run_one(policy=policy, hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, draft=draft, policy_args=args,
+                  cache_ratio=slots / (48 * 128)).row
+    assert ours == pytest.approx(row["tps"], rel=1e-9)
+
+
+def test_whole_layer_sums_and_the_best_layer_set_match_brute_force():
+    table = StaticTable(setting(model="olmoe_1b_7b", quant="q4_k_m", draft="qwen3_0_6b"), "llamacpp_sd")
+    on_gpu, on_cpu = table.whole_layer_s()
+    L, E = table.gpu.shape[1:]
+    best = None
+    for layers in itertools.combinations(range(L), 2):
+        mask = np.zeros((L, E), bool)
+        mask[list(layers)] = True
+        chosen = np.isin(np.arange(L), layers)
+        additive = table.fixed_s + on_gpu[chosen].sum() + on_cpu[~chosen].sum()
+        assert additive == pytest.approx(table.decode_s(mask), rel=1e-12)
+        best = additive if best is None else min(best, additive)
+    chosen = np.isin(np.arange(L), best_layers(on_gpu, on_cpu, 2))
+    assert table.fixed_s + on_gpu[chosen].sum() + on_cpu[~chosen].sum() == pytest.approx(best, rel=1e-12)
+
+
+def test_the_best_placement_is_the_fastest_evaluated_and_fits():
+    cands = enumerate_all(setting(), ["llama_cpp", "ktransformers", "dynamic"], ["ondemand_lru"], [])
+    best = best_per_family(cands)[0]
+    assert best.fits and vram_used(best.plan) <= best.plan.vram
+    assert all(best.tps >= c.tps for c in cands if c.fits)
+    assert any(not c.fits and c.tps > best.tps for c in cands)   # faster placements exist, but do not fit
+    fitting_n = [c.value for c in cands if c.knob == "n_cpu_moe" and c.fits]
+    assert fitting_n == list(range(min(fitting_n), 49))          # fits is monotone in N
+
+
+def test_more_vram_never_makes_the_best_prediction_slower():
+    best = []
+    for budget in (3.0, 4.5, 6.0, 7.0, 8.0):
+        cands = enumerate_all(setting(vram_budget_gib=budget), ["llama_cpp", "ktransformers", "dynamic"],
+                              ["ondemand_lru"], [])
+        best.append(best_per_family(cands)[0].tps)
+    assert all(a <= b for a, b in zip(best, best[1:])), best
+    assert best[-1] > best[0]
+
+
+def test_command_lines():
+    from sim.plan.enumerate import Candidate
+
+    plan = setting().memory("llamacpp", 0)
+    n = Candidate("llama_cpp", "llamacpp", "n_cpu_moe", 36, 1.0, plan)
+    assert command(n, 48, 0, 4096, "q4_k_m", "") == "llama-server -m MODEL.gguf -ngl 99 --n-cpu-moe 36 -c 4096"
+    # DeepSeek-V2-Lite: block 0 is dense, so 5 MoE layers on the CPU are blocks 0..5
+    assert "--n-cpu-moe 6 " in command(Candidate("llama_cpp", "llamacpp", "n_cpu_moe", 5, 1.0, plan), 26, 1, 4096, "q4_k_m", "")
+    assert ot_pattern([0, 1, 2]) == '-ot "blk\\.(0|1|2)\\.ffn_.*_exps\\.=CPU"'
+    ot = Candidate("llama_cpp_sd", "llamacpp_sd", "ot", 2, 1.0, plan, gpu_layers=(1, 3), gamma=8)
+    assert command(ot, 4, 0, 2048, "q4_k_m", "") == (
+        'llama-server -m MODEL.gguf -ngl 99 -ot "blk\\.(0|2)\\.ffn_.*_exps\\.=CPU" '
+        '-md DRAFT.gguf -ngld 99 --draft-max 8 -c 2048')
+    kt = Candidate("ktransformers", "ktransformers", "kt_num_gpu_experts", 12, 1.0, plan)
+    assert "--kt-num-gpu-experts 12 " in command(kt, 48, 0, 4096, "int4", "") and "AMXINT4" in command(kt, 48, 0, 4096, "int4", "")
+    assert cli_args(["engines=llama_cpp,dynamic", "context=4096"]) == ["engines=[llama_cpp,dynamic]", "context=4096"]
+
+
+def _plan(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "sim", "plan", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def test_cli_llmfit_point(tmp_path):
+    """Qwen3-30B-A3B Q4_K_M, RTX 2080 8 GB, quad-channel DDR4, context 4096 (llmfit PR #755: 36.7 tok/s at N=36)."""
+    p = _plan("quant=q4_k_m", "gpu=rtx2080", "host=hedt_ddr4_4ch", "link=pcie3_x16", "context=4096",
+              f"gen_tokens={TOKENS}", "engines=llama_cpp,ktransformers", "measured=36:36.7", f"out={tmp_path}",
+              cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "llama.cpp --n-cpu-moe 36: predicted" in p.stdout and "measured 36.7 tok/s" in p.stdout
+    assert "llama-server -m MODEL.gguf -ngl 99 --n-cpu-moe 33 -c 4096" in p.stdout
+    assert "how sure: " in p.stdout and (tmp_path / "plan.png").stat().st_size > 0
+    rows = list(csv.DictReader(open(tmp_path / "placements.csv")))
+    n33 = next(r for r in rows if r["knob"] == "n_cpu_moe" and r["value"] == "33")
+    assert n33["fits"] == "True" and float(n33["vram_used_gib"]) <= 8.0 and n33["context"] == "4096"
+    assert next(r for r in rows if r["knob"] == "n_cpu_moe" and r["value"] == "32")["fits"] == "False"
+
+
+@pytest.mark.parametrize("arg,words", [("context=-5", ["context=-5", ">= 1"]),
+                                       ("engines=llama_cpp,vllm", ["engines=llama_cpp,vllm", "llama_cpp, ktransformers, dynamic"]),
+                                       ("measured=60:30", ["measured=60:30", "0..48"]),
+                                       ("gpu=rtx9999", ["gpu=rtx9999", "rtx2080"])])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, arg, words):
+    p = _plan(arg, f"out={tmp_path}", cwd=tmp_path)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert all(w in p.stderr for w in words), p.stderr
+
+
+def test_plan_on_a_trace_file_prices_its_routing(tmp_path):
+    """trace=: the user's own routing (here a saved synthetic trace) is what every placement is priced on."""
+    from traces.io import load_trace, save_trace
+    from traces.synth import synthesize
+
+    path = save_trace(synthesize("qwen3_30b_a3b", "humaneval", TOKENS + 1, 3), tmp_path / "mine.npz")
+    table = StaticTable(setting(trace=load_trace(path)), "llamacpp")
+    ours = table.tps(table.decode_s(table.policy_mask(12 * 128, n_cpu_moe=36)))
+    row = run_one(policy="llamacpp", hardware=HW, quant="q4_k_m", gen_tokens=TOKENS, trace=str(path),
+                  policy_args={"n_cpu_moe": 36}).row
+    assert ours == pytest.approx(row["tps"], rel=1e-9)

@@ -7,8 +7,11 @@ and per-layer fixed parts, each layer's expert phase as :func:`sim.policies.spli
 what was placed, experts still in flight counted as absent: no clock is read). Decoding starts
 autoregressive (``g = 0``, the safe choice) for ``warmup`` steps; then the next longer arm is
 tried for ``probe`` steps, kept while it is faster and abandoned as soon as it is slower (tokens
-per second is unimodal in ``g``); every ``explore_every`` steps the neighbours of the current arm
-are probed again (acceptance and the cache drift). ``g = 0`` is plain autoregressive decoding.
+per second is unimodal in ``g``); ``explore_every`` steps after a climb stops the neighbours of the
+current arm are probed again, twice as late after each probe that did not pay (at most
+``2 ** max_backoff`` times: where speculation does not pay, probing it is a cost, and the policy
+settles on the best autoregressive behaviour; acceptance and the cache drift, so it never stops
+probing). ``g = 0`` is plain autoregressive decoding.
 
 Cache: one score per (layer, expert), ``S <- decay * S + c`` each time the layer runs, with ``c``
 the verified tokens that chose the expert. While speculating these are MoE-SpAc's verify-window
@@ -26,7 +29,10 @@ Parameters:
     gamma_max: largest draft length (default 12). arms: candidate draft lengths (default
         0, 1, 2, 3, 4, 6, 8, 12). rate_decay: weight kept by an arm's past per measured step
         (default 0.6). warmup / probe / explore_every: steps before the first probe (16), steps per
-        probe (3), steps between probes of the neighbours (32). decay: score decay per pass (0.8).
+        probe (3), steps between probes of the neighbours (32, doubled after each failed probe up to
+        ``2 ** max_backoff`` times, default 4). decay: score decay per pass while
+        speculating (0.8). decay_ar: score decay per pass in autoregressive steps (0.5, HybriMoE's
+        ``KScoreAwareCache(alpha=0.5)``: a recency score, as the best AR cache uses).
         swap_margin: a prefetch evicts only a score lower by this much (0.5). next_layer: also
             queue the next layer's top scores during this one (HybriMoE's prefetch; default off,
             within 0.5% on the paper's machine). sync_us: the CPU/GPU
@@ -54,6 +60,7 @@ class AdaSpec(OffloadPolicy):
 
     def __init__(self, gamma_max: int = 12, arms=(0, 1, 2, 3, 4, 6, 8, 12), rate_decay: float = 0.6,
                  warmup: int = 16, probe: int = 3, explore_every: int = 32, decay: float = 0.8,
+                 decay_ar: float = 0.5, max_backoff: int = 4,
                  swap_margin: float = 0.5, prefetch_per_layer: int | None = None, sync_us: float = 30.0,
                  next_layer: bool = False, warm_start: bool = True):
         self.gamma_max = int(gamma_max)
@@ -61,7 +68,8 @@ class AdaSpec(OffloadPolicy):
         if not self.arms:
             raise ValueError(f"arms must hold values in 0..gamma_max={gamma_max}, got {arms}")
         self.rate_decay, self.warmup, self.probe, self.explore_every = rate_decay, warmup, probe, explore_every
-        self.decay, self.swap_margin, self.prefetch_per_layer = decay, swap_margin, prefetch_per_layer
+        self.decay, self.decay_ar, self.max_backoff = decay, decay_ar, int(max_backoff)
+        self.swap_margin, self.prefetch_per_layer = swap_margin, prefetch_per_layer
         self.sync_us, self.next_layer, self.warm_start = sync_us, next_layer, warm_start
 
     def run_gamma(self, gamma: int) -> int:
@@ -82,6 +90,7 @@ class AdaSpec(OffloadPolicy):
         self.k_pf = ctx.top_k if self.prefetch_per_layer is None else int(self.prefetch_per_layer)
         self.g = self.best = self.arms_ok[0]
         self.trying, self.left = None, 0
+        self.fails, self.next_probe = 0, self.warmup
         self.step_s = 0.0
         self.current = 0
         self.gammas: list[int] = []
@@ -103,12 +112,14 @@ class AdaSpec(OffloadPolicy):
             self.left -= 1
         elif self.trying is not None:           # a probe ended: keep it if faster, climb on
             if self._rate(self.trying) > self._rate(self.best):
-                self.best = self.trying
+                self.best, self.fails = self.trying, 0
                 i = arms.index(self.best)
                 self.trying = self._probe(arms[i + 1] if i + 1 < len(arms) and arms[i + 1] > self.best else None)
             else:
-                self.trying = None
-        elif step >= self.warmup and (step == self.warmup or step % self.explore_every == 0):
+                self.trying, self.fails = None, self.fails + 1
+            if self.trying is None:             # the climb stopped: probe again later, less often after failures
+                self.next_probe = step + self.explore_every * 2 ** min(self.fails, self.max_backoff)
+        elif step >= self.next_probe:
             up = arms[i + 1] if i + 1 < len(arms) else None
             down = arms[i - 1] if i > 0 else None
             pick = up if up is not None and (down is None or self.last[up] <= self.last[down]) else down
@@ -162,7 +173,7 @@ class AdaSpec(OffloadPolicy):
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
         row = self.score[layer]
-        row *= self.decay
+        row *= self.decay if self.g > 0 else self.decay_ar
         row += counts
         if self.k_pf > 0:
             self._queue_top(layer, cache, 1)

@@ -86,6 +86,9 @@ RULES: dict[str, Rule] = {
     "ratios": Rule("number", 0, 10),
     "ar_policies": Rule("str"),
     "sd_policies": Rule("str"),
+    # drafter preset fields (conf/draft) with a range
+    "draft.acceptance_decay": Rule("number", 0, 1, low_open=True),
+    "draft.host_us_per_token": Rule("number", 0),
     # real run
     "max_new_tokens": INT1,
     "prompt_len": INT1,

@@ -83,3 +83,13 @@ def test_breakeven_bad_input_is_one_line_and_exit_2(arg, message, tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.startswith(message) and len(p.stderr.strip().splitlines()) == 1
     assert "Traceback" not in p.stderr and not (tmp_path / "breakeven.json").exists()
+
+
+def test_a_drafter_field_out_of_range_is_refused_before_running(tmp_path):
+    """``draft.acceptance_decay`` has a rule: (0, 1]."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "sim", "run", "draft=ngram", "draft.acceptance_decay=1.5",
+                        f"out={tmp_path}"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip() == "error: draft.acceptance_decay=1.5: must be a number in (0..1]"

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.names import display_name, order_policies
+from analysis.names import ORACLES, display_name, order_policies
 from analysis.style import color, figure
 
 PAPER_RATIO, OOM_RATIO = 0.17, 0.21
@@ -28,7 +28,7 @@ def _lines(ax, curves: pd.DataFrame) -> None:
     for p in order_policies(curves.columns):
         s = curves[p].dropna()
         ax.plot(s.index, s.values, marker="o", color=color(p), label=display_name(p),
-                lw=2.4 if p == "moespac" else 1.6, ls="--" if p.startswith("oracle") else "-")
+                lw=2.4 if p == "moespac" else 1.6, ls="--" if p in ORACLES else "-")
     ax.legend(fontsize=8, loc="best")
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from analysis import paper
-from analysis.names import ABLATIONS, MOESPAC, SD_BASELINE, display_name, order_policies
+from analysis.names import ABLATIONS, MOESPAC, ORACLE_SD, SD_BASELINE, display_name, order_policies
 from analysis.style import color, figure
 from analysis.tables import average_tps, by_layer, tps_by_workload
 
@@ -52,7 +52,7 @@ def plot_ablation(rows: pd.DataFrame):
     for yi, v, hi in zip(y, mean, per_w.max()):
         ax.text(hi, yi, f" {v:.1f} ({(v / mean[MOESPAC] - 1) * 100:+.0f}%)", fontsize=8, va="center",
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
-    for ref, ls in ((SD_BASELINE, "--"), ("oracle", ":")):
+    for ref, ls in ((SD_BASELINE, "--"), (ORACLE_SD, ":")):
         if ref in table.columns:
             ax.axvline(table.at["average", ref], color=color(ref), ls=ls, lw=1.2, zorder=1,
                        label=f"{display_name(ref)} {table.at['average', ref]:.1f}")

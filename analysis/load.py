@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.names import MOESPAC
+from analysis.names import MOESPAC, canonical
 from sim.identity import IDENTITY_COLUMNS
 from sim.results import REQUIRED, read_results
 
@@ -41,6 +41,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
         raise AnalysisError(f"{path}: result rows lack required columns {missing}")
     if "source" not in df.columns:
         df["source"] = "sim"
+    df["policy"] = df["policy"].map(canonical)   # old names of the heuristic oracles
     if "run_id" in df.columns:   # the same inputs twice (a copied folder): one row
         has = df["run_id"].notna()
         df = pd.concat([df[has].drop_duplicates("run_id", keep="last"), df[~has]], ignore_index=True)

@@ -15,8 +15,9 @@ DISPLAY = {
     "fiddler": "Fiddler",
     "ktransformers": "kTransformers",
     "ondemand_lru": "on-demand LRU",
-    "oracle": "oracle (SD)",
-    "oracle_ar": "oracle (AR)",
+    "heuristic_oracle": "heuristic oracle (SD)",
+    "heuristic_oracle_ar": "heuristic oracle (AR)",
+    "adaspec": "AdaSpec (ours)",
     "moespac_static": "MoE-SpAc, authors' static preset",
     "moespac_no_estimator": "MoE-SpAc w/o estimator",
     "moespac_no_balancer": "MoE-SpAc w/o balancer",
@@ -32,7 +33,16 @@ PAPER_SYSTEMS = ("moespac", "llamacpp_sd", "llamacpp", "hybrimoe", "sp_moe", "mo
                  "accelerate", "vllm", "mixtral_offload", "fate")
 # "Standard baselines": the nine systems of the paper's table other than MoE-SpAc.
 STANDARD_BASELINES = PAPER_SYSTEMS[1:]
-ORACLES = ("oracle", "oracle_ar")
+# The clairvoyant heuristics (Belady eviction, next-use prefetch, best split; they know the future):
+# printed apart from real policies. They are not bounds (sim/bound computes a true bound).
+ORACLE_SD, ORACLE_AR = "heuristic_oracle", "heuristic_oracle_ar"
+ORACLES = (ORACLE_SD, ORACLE_AR)
+OLD_NAMES = {"oracle": ORACLE_SD, "oracle_ar": ORACLE_AR}   # their names in result files made before the rename
+
+
+def canonical(policy: str) -> str:
+    """A policy's current name (old result files call the heuristic oracles ``oracle``/``oracle_ar``)."""
+    return OLD_NAMES.get(policy, policy)
 ABLATIONS = ("moespac", "moespac_static", "moespac_no_estimator", "moespac_no_balancer", "moespac_sync",
              "moespac_ar")
 # The seven benchmarks, in the paper's row order.

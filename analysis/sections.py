@@ -8,7 +8,7 @@ import pandas as pd
 from analysis import paper
 from analysis.load import AnalysisError, main_slice
 from analysis.markdown import fmt, pct, table
-from analysis.names import ABLATIONS, MOESPAC, ORACLES, display_name
+from analysis.names import ABLATIONS, MOESPAC, ORACLE_AR, ORACLE_SD, ORACLES, display_name
 from analysis.tables import (AVERAGE, DIAGNOSTICS, ablation_table, diagnostics, oracle_fraction, paper_comparison,
                              real_vs_sim, speedup_matrix, tps_by_workload)
 
@@ -77,7 +77,7 @@ def _above_bound(avg: pd.Series, speculative: set) -> list[str]:
     """Policies faster than their own bound (the SD oracle for SD policies, the AR one for AR)."""
     out = []
     for p in avg.index:
-        bound = "oracle" if p in speculative else "oracle_ar"
+        bound = ORACLE_SD if p in speculative else ORACLE_AR
         if p not in ORACLES and bound in avg.index and avg[p] > avg[bound] * 1.001:
             out.append(f"{display_name(p)} ({avg[p]:.2f} > {display_name(bound)} {avg[bound]:.2f})")
     return out
@@ -88,7 +88,7 @@ def oracle_section(avg: pd.Series, speculative: set) -> list[str]:
     present = [o for o in ORACLES if o in avg.index]
     if not present:
         return ["## Oracle (upper bound)", "",
-                "No oracle rows: add `oracle` / `oracle_ar` to the experiment's policies."]
+                "No heuristic-oracle rows: add `heuristic_oracle` / `heuristic_oracle_ar` to the experiment's policies."]
     o = _named(oracle_fraction(avg), "index")
     o.index.name = "policy"
     fr = [c for c in o.columns if c.startswith("fraction")]

@@ -11,7 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 COLORS = {"moespac": "tab:red", "llamacpp_sd": "tab:blue", "llamacpp": "tab:cyan", "hybrimoe": "tab:green",
           "sp_moe": "tab:purple", "moe_infinity": "tab:brown", "accelerate": "tab:pink", "vllm": "tab:olive",
           "mixtral_offload": "goldenrod", "fate": "tab:orange", "fiddler": "teal", "ktransformers": "slateblue",
-          "ondemand_lru": "rosybrown", "oracle": "black", "oracle_ar": "dimgray",
+          "ondemand_lru": "rosybrown", "heuristic_oracle": "black", "heuristic_oracle_ar": "dimgray",
+          "adaspec": "darkred",
           "moespac_static": "salmon", "moespac_no_estimator": "darkorange", "moespac_no_balancer": "orchid",
           "moespac_sync": "sienna", "moespac_ar": "lightcoral"}
 

@@ -1,9 +1,10 @@
 """The table a sweep prints: policies by mean simulated tok/s, one column per workload.
 
 Rows are policies sorted by their mean over workloads (fastest first), columns the workloads
-(abbreviated so the text form fits 100 columns) and ``mean``. The bounds (the oracles: Belady
-eviction with perfect prefetch, a heuristic upper bound, not a system) are printed apart from the
-real policies and never win the summary. The summary says what the experiment is about: MoE-SpAc
+(abbreviated so the text form fits 100 columns) and ``mean``. The clairvoyant heuristics (the
+heuristic oracles: Belady eviction with perfect prefetch, which know the future; neither a system
+nor a bound, see :mod:`sim.bound`) are printed apart from the real policies and never win the
+summary; old result files' names for them (``oracle``, ``oracle_ar``) are read as the new ones. The summary says what the experiment is about: MoE-SpAc
 against llama.cpp with SD (the paper's headline comparison, docs/sources.md) and the fastest real
 policy. ``csv``, ``markdown`` and ``json`` give the same numbers, unrounded except markdown, for
 machines.
@@ -15,7 +16,7 @@ import json
 import pandas as pd
 
 from analysis.markdown import table as markdown_table
-from analysis.names import MOESPAC, ORACLES, SD_BASELINE, display_name, order_workloads
+from analysis.names import MOESPAC, ORACLES, SD_BASELINE, canonical, display_name, order_workloads
 
 FORMATS = ("text", "csv", "markdown", "json")
 WIDTH = 100
@@ -34,12 +35,13 @@ def check_format(fmt: str) -> None:
 
 def policy_table(df: pd.DataFrame) -> pd.DataFrame:
     """Mean TPS per policy (rows, fastest first) and workload (columns), plus ``mean`` and ``group``
-    (``policy`` or ``bound``). Repeated runs of a point (grid points, seeds) are averaged."""
-    t = df.pivot_table(index="policy", columns="workload", values="tps", aggfunc="mean")
+    (``policy`` or ``heuristic``). Repeated runs of a point (grid points, seeds) are averaged."""
+    t = df.assign(policy=df["policy"].map(canonical)).pivot_table(index="policy", columns="workload",
+                                                                  values="tps", aggfunc="mean")
     t = t[order_workloads(t.columns)]
     t[MEAN] = t.mean(axis=1)
-    t.insert(0, "group", ["bound" if p in ORACLES else "policy" for p in t.index])
-    t = t.sort_values(["group", MEAN], ascending=[False, False], kind="mergesort")   # policies, then bounds
+    t.insert(0, "group", ["heuristic" if p in ORACLES else "policy" for p in t.index])
+    t = t.sort_values(["group", MEAN], ascending=[False, False], kind="mergesort")   # policies, then heuristics
     t.columns.name = None
     return t
 
@@ -72,11 +74,11 @@ def _text_block(t: pd.DataFrame, title: str, name_w: int) -> list[str]:
 
 def text_table(t: pd.DataFrame, experiment: str) -> str:
     """The human form (at most :data:`WIDTH` columns for up to 10 workloads)."""
-    name_w = max(len("bounds"), *(len(p) for p in t.index))
+    name_w = max(len("heuristics"), *(len(p) for p in t.index))
     lines = ["simulated tokens per second (mean over runs); rows: policies, fastest first"]
     lines += _text_block(t[t.group == "policy"], "policy", name_w)
-    if (t.group == "bound").any():
-        lines += ["", *_text_block(t[t.group == "bound"], "bounds", name_w)]
+    if (t.group == "heuristic").any():
+        lines += ["", *_text_block(t[t.group == "heuristic"], "heuristics", name_w)]
     return "\n".join(lines + ["", summary(t, experiment)])
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import paper
-from analysis.names import ABLATIONS, MOESPAC, STANDARD_BASELINES, display_name, order_policies, order_workloads
+from analysis.names import ABLATIONS, MOESPAC, ORACLES, STANDARD_BASELINES, display_name, order_policies, order_workloads
 
 AVERAGE = "average"
 DIAGNOSTICS = {  # column -> (label, how to compute from a row)
@@ -65,7 +65,7 @@ def paper_comparison(table: pd.DataFrame) -> pd.DataFrame:
 def oracle_fraction(avg: pd.Series) -> pd.DataFrame:
     """Each policy's average TPS and its fraction of the speculative and autoregressive oracles."""
     out = pd.DataFrame({"tps": avg})
-    for oracle in ("oracle", "oracle_ar"):
+    for oracle in ORACLES:
         if oracle in avg.index:
             out[f"fraction of {display_name(oracle)}"] = avg / avg[oracle]
     return out

@@ -153,9 +153,15 @@ class RoutingCollector(DecodeObserver):
         return ForwardRouting(*(np.concatenate([getattr(r, f) for r in self._token_rows])
                                 for f in ("ids", "weights", "next_pred")))
 
-    def sd_experts(self) -> np.ndarray:
-        """Routing of every verified position, ``[S, gamma + 1, L, k]`` int16."""
-        return np.stack([w.ids for w in self.windows])
+    def sd_experts(self, width: int | None = None) -> np.ndarray:
+        """Routing of every verified position, ``[S, gamma + 1, L, k]`` int16; windows shorter
+        than ``width`` (a step that drafted fewer tokens) are padded with -1, as the schema says."""
+        width = width or max(w.ids.shape[0] for w in self.windows)
+        out = []
+        for w in self.windows:
+            pad = np.full((width - w.ids.shape[0],) + w.ids.shape[1:], -1, dtype=w.ids.dtype)
+            out.append(np.concatenate([w.ids, pad]))
+        return np.stack(out)
 
 
 def _rows(r: ForwardRouting, n: int) -> ForwardRouting:
@@ -178,7 +184,7 @@ def capture_trace(recorder: RouterRecorder, decoder: SpeculativeDecoder, input_i
     sd = None
     if decoder.gamma > 0:
         n = len(steps)
-        experts = collector.sd_experts() if n else np.zeros((0, decoder.gamma + 1, rows.ids.shape[1],
+        experts = collector.sd_experts(decoder.gamma + 1) if n else np.zeros((0, decoder.gamma + 1, rows.ids.shape[1],
                                                               rows.ids.shape[2]), np.int16)
         sd = SDRecord(decoder.gamma, experts, np.array(collector.accepted, np.int16),
                       np.array([s.n_verified for s in steps], np.int16))

@@ -105,9 +105,10 @@ class SpeculativeDecoder:
         steps: list[Step] = []
         done = tokens[-1] in self.eos or max_new == 1
         while not done:
-            step = Step(index=len(steps), n_verified=self.gamma + 1, accepted=0)
+            g = self.next_gamma(len(steps))
+            step = Step(index=len(steps), n_verified=g + 1, accepted=0)
             self.observer.on_step_start(step.index)
-            drafts = self._draft(tokens) if self.gamma else []
+            drafts = self._draft(tokens, g) if g else []
             window = tokens[-1:] + drafts
             self.observer.on_verify_start(step.index, window)
             pred = self.run_target(window).argmax(-1).tolist()
@@ -119,11 +120,17 @@ class SpeculativeDecoder:
             self.observer.on_step(step)
         return steps
 
-    def _draft(self, tokens: list[int]) -> list[int]:
-        """Propose ``gamma`` tokens greedily with the draft model."""
+    def next_gamma(self, index: int) -> int:
+        """Drafts of step ``index`` (``gamma``; an offloaded decoder may ask its policy instead).
+        Any value in 0..gamma keeps decoding lossless: a step with fewer drafts only verifies less,
+        and the draft's cache catches up on the tokens it skipped at its next use."""
+        return self.gamma
+
+    def _draft(self, tokens: list[int], n: int | None = None) -> list[int]:
+        """Propose ``n`` (default ``gamma``) tokens greedily with the draft model."""
         _crop_to(self._dcache, len(tokens) - 1)
         feed, drafts = tokens[self._dcache.get_seq_length():], []
-        for _ in range(self.gamma):
+        for _ in range(self.gamma if n is None else n):
             drafts.append(int(self.run_draft(feed)[-1].argmax()))
             feed = drafts[-1:]
         return drafts

@@ -1,4 +1,4 @@
-"""``python -m sim run|sweep [key=value ...]`` (Hydra: ``-m`` multirun and launchers work).
+"""``python -m sim run|sweep|plan|breakeven [key=value ...]`` (Hydra: ``-m`` multirun and launchers work).
 
 Before Hydra composes anything, the command line is checked (:func:`precheck`): unknown top-level
 keys (also ``+key=``) are refused with the nearest valid ones, every value of a key with a rule in
@@ -13,14 +13,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-COMMANDS = {"run": "run_command", "sweep": "sweep_command", "plan": "plan_command", "crossover": "crossover_command"}
+COMMANDS = {"run": "run_command", "sweep": "sweep_command", "plan": "plan_command", "crossover": "crossover_command",
+            "breakeven": "breakeven_command"}
 PLAIN = ("validate", "calibrate")   # key=value commands without Hydra (sim/fidelity)
-USAGE = """usage: python -m sim {run,sweep,plan,crossover,validate,calibrate} [key=value ...] [-m] [hydra/launcher=joblib]
+USAGE = """usage: python -m sim {run,sweep,plan,crossover,breakeven,validate,calibrate} [key=value ...] [-m] [hydra/launcher=joblib]
   run    one policy on one workload:  python -m sim run policy=moespac workload=gsm8k cache_ratio=0.17
   sweep  every policy x workload:     python -m sim sweep cache_ratio=0.17
          a named experiment:          python -m sim sweep experiment=paper_qwen3
   plan   the fastest placement that fits, with the engine flags:  python -m sim plan quant=q4_k_m gpu=rtx2080 context=4096
   crossover the prefill micro-batch where copying beats the CPU:  python -m sim crossover quant=q4_k_m gpu=rtx3090 host=desktop_ddr4_2ch
+  breakeven  when speculation pays:  python -m sim breakeven draft=qwen3_0_6b workload=gsm8k
   validate  predicted vs measured:    python -m sim validate points=conf/validation/train.yaml [out=DIR] [json=true]
   calibrate fit a runtime profile:    python -m sim calibrate points=conf/validation/train.yaml runtime=llama_cpp
   Show the composed config with --cfg job; list presets under conf/{policy,workload,hardware,model,draft,experiment}."""
@@ -80,7 +82,8 @@ def precheck(command: str, args: list[str]) -> None:
         refuse_unknown([key.split(".")[0].split("/")[0]], valid, f"sim {command}")
         if key in RULES:
             for v in _values(o):
-                check(key, v)
+                for x in v if isinstance(v, list) else [v]:   # a list-valued key: each element
+                    check(key, x)
         if key == "out":
             out = str(o.value())
     if "${" not in out:

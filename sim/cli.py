@@ -213,6 +213,13 @@ def sweep_command(cfg: DictConfig) -> None:
     print(f"results: {out / RESULTS_FILE} ({len(df)} runs)", file=sys.stdout if cfg.format == "text" else sys.stderr)
 
 
+def breakeven_command(cfg: DictConfig) -> dict:
+    """``python -m sim breakeven``: see :mod:`sim.speculation.command`."""
+    from sim.speculation.command import breakeven_command as breakeven
+
+    return breakeven(cfg)
+
+
 def plan_command(cfg: DictConfig) -> list:
     """``python -m sim plan``: see :mod:`sim.plan.command`."""
     from sim.plan.command import plan_command as plan

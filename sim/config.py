@@ -153,6 +153,11 @@ class DraftSpec:
     bytes_per_param: float
     n_layers: int
     kv_bytes_per_token: int
+    kind: str = "model"                 # model | head (EAGLE/MTP: reads the target's hidden state) | ngram
+    host_us_per_token: float = 0.0      # host time per drafted token (n-gram lookup, sampling)
+    acceptance: dict | None = None      # per-workload first-position acceptance (None: the workload's)
+    acceptance_decay: float = 1.0       # conditional acceptance falls by this factor per position
+    source: str = ""
 
     @property
     def weight_bytes(self) -> float:

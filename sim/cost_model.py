@@ -181,7 +181,7 @@ class CostModel:
         """One draft forward of one token (GEMV over all draft weights, plus its KV cache)."""
         d, hw = self.draft, self.hw
         if d.params <= 0:
-            return 0.0
+            return d.host_us_per_token * US
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
         byts = d.weight_bytes + context * d.kv_bytes_per_token
         kernel = hw.gpu_graph_kernel_us if hw.gpu_graph_kernel_us > 0 else hw.gpu_kernel_us   # all on the GPU
@@ -214,4 +214,5 @@ class CostModel:
             layer_fixed_s=self.layer_fixed_s(n, context),
             draft_phase_s=gamma * self.draft_token_s(context),
             expert_bytes=self.expert_bytes,
+            step_fixed_s=self.step_fixed_s(n),
         )

@@ -21,6 +21,7 @@ class CostTable:
     layer_fixed_s: float       # non-expert GPU time of one layer (attention, router, shared experts)
     draft_phase_s: float       # the whole draft phase before a verify pass (0 in AR)
     expert_bytes: int
+    step_fixed_s: float = 0.0  # per target forward outside the MoE layers (embeddings, lm_head, host)
 
     @staticmethod
     def _lookup(table: np.ndarray, n: np.ndarray | int) -> np.ndarray:

@@ -9,7 +9,9 @@ overhead), then every MoE layer: attention and router on the GPU, the policy's p
 GPU's experts (resident first, then each fetched one when it lands) and the CPU's experts run
 concurrently, and the layer ends when both are done (plus a join when the CPU took part); the CPU's
 experts slow down while the link's DMA reads the same host DRAM (``CostModel.dram_share``).
-Autoregressive decoding is the same with gamma = 0.
+Autoregressive decoding is the same with gamma = 0. A policy that chooses each step's draft
+length is asked through the core before the step (an online schedule builds the step then); the
+draft phase is that step's draft forwards plus the policy's ``draft_extra_decodes``.
 
 Time only advances through ``env.timeout``; every duration comes from :class:`sim.cost_model.CostModel`.
 """
@@ -84,7 +86,11 @@ class Engine:
     def _decode(self):
         env, sched, cost = self.env, self.sched, self.cost
         context = self.context0
-        for s in range(sched.n_steps):
+        s = 0
+        while sched.has_step(s):
+            sched.begin_step(s, self.core.step_gamma(s, sched.gamma))   # an online schedule builds it now
+            if sched.online:
+                (self.req[s],), (self.nreq[s],) = requests_by_layer(sched.counts[s:s + 1])
             t_step = env.now
             signals = LazySignals(sched.counts, s, self.rng, self.policy.next_layer_accuracy,
                                   self.policy.draft_accuracy, self.recorded)
@@ -93,8 +99,10 @@ class Engine:
             if not self.link.prefetch_enabled:
                 yield from self._drain()
             n = int(sched.n_verify[s])
-            if sched.gamma > 0:
-                yield from self._gpu_fixed(sched.gamma * cost.draft_token_s(context), "draft", "draft_s")
+            forwards = sched.draft_decodes(s)
+            if forwards > 0:
+                d = (forwards + self.policy.draft_extra_decodes) * cost.draft_token_s(context)
+                yield from self._gpu_fixed(d, "draft", "draft_s")
             head = cost.cpu_step_fixed_s(n) if self.policy.output_on_cpu else cost.step_fixed_s(n)
             yield from self._gpu_fixed(head, "embed+lm_head", "step_fixed_s",
                                        "CPU" if self.policy.output_on_cpu else "GPU")
@@ -107,6 +115,8 @@ class Engine:
             self.c.tokens += int(sched.produced[s])
             self.c.steps += 1
             self.c.step_s.append(env.now - t_step)
+            self.core.step_end(s, n, int(sched.produced[s]) - 1)
+            s += 1
 
     def _gpu_fixed(self, dur: float, label: str, counter: str, lane: str = "GPU"):
         start = self.env.now

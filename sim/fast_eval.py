@@ -44,12 +44,17 @@ def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedu
     rng = np.random.default_rng(seed)
     core.load_initial()
     now, link_free, context = 0.0, 0.0, context0
-    for s in range(schedule.n_steps):
+    s = 0
+    while schedule.has_step(s):
+        schedule.begin_step(s, core.step_gamma(s, schedule.gamma))
+        if schedule.online:
+            (req[s],), (nreq[s],) = requests_by_layer(schedule.counts[s:s + 1])
         signals = LazySignals(schedule.counts, s, rng, policy.next_layer_accuracy, policy.draft_accuracy)
         core.step_start(s, signals)
         n = int(schedule.n_verify[s])
-        if schedule.gamma > 0:
-            now += schedule.gamma * cost.draft_token_s(context)
+        forwards = schedule.draft_decodes(s)
+        if forwards > 0:
+            now += (forwards + policy.draft_extra_decodes) * cost.draft_token_s(context)
         now += cost.cpu_step_fixed_s(n) if policy.output_on_cpu else cost.step_fixed_s(n)
         attention = cost.layer_fixed_s(n, context)
         cpu_attention = cost.cpu_layer_fixed_s(n, context) if policy.cpu_layers else 0.0
@@ -69,6 +74,8 @@ def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedu
         context += int(schedule.produced[s])
         c.tokens += int(schedule.produced[s])
         c.steps += 1
+        core.step_end(s, n, int(schedule.produced[s]) - 1)
+        s += 1
     c.decode_s = now
     return c
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC_COLUMNS = ("model_spec", "draft_spec", "hardware_spec")
 IDENTITY_COLUMNS = ("experiment", "policy", "policy_params", "workload", "acceptance", "model_spec", "draft_spec",
                     "hardware_spec", "cache_ratio", "gamma", "gen_tokens_asked", "prompt_tokens", "context", "seed",
-                    "trace", "trace_sha256", "code_version")   # the keys of sim.runner.resolve's identity
+                    "trace", "trace_sha256", "code_version", "equal_vram", "acceptance_model")   # the keys of sim.runner.resolve's identity
 
 
 def spec_record(spec) -> dict:

@@ -4,7 +4,7 @@ returns; a sweep resolves every point first, so a bad one fails before any run.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from sim import config
 from sim.memory_plan import plan_memory
 from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
-from sim.runner import _check_trace, spec, workload_acceptance
+from sim.runner import _check_trace, spec
 from traces.errors import TraceError
 from traces.io import load_trace
 from traces.schema import Trace
@@ -44,12 +44,17 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             runtime=None, quant: str | None = None, quant_dense: str | None = None,
             slots_per_layer: int | None = None, vram_budget_gib: float | None = None, prefill: bool = False,
             ubatch: int = 512, prefill_rule: str = "auto", prefill_threshold: int = 1024, batch: int = 1,
-            stagger: int = 0, **_ignored) -> Resolved:
+            stagger: int = 0, equal_vram: bool = False, acceptance_model: dict | None = None,
+            **_ignored) -> Resolved:
     """Specs, policy, gamma, draft, trace and acceptance of a run, and its identity, without simulating.
 
     A replayed trace supplies what is not given (``model=None``, ``workload=None``): its recorded
     ``model_spec`` or preset model name, its workload and its acceptance. A speculative policy with
-    gamma > 0 needs a draft model (``draft=none`` is refused)."""
+    gamma > 0 needs a drafter (``draft=none`` is refused). A policy that chooses its draft length per
+    step runs with its largest (:meth:`sim.policies.base.Policy.run_gamma`). ``equal_vram`` gives an
+    autoregressive run the VRAM the draft would use as expert slots; ``acceptance_model`` shapes the
+    acceptance (:mod:`sim.speculation`)."""
+    from sim.speculation.fair import equal_vram_slots
     from sim.identity import code_version, spec_record, trace_digest
     from sim.policies.registry import policy_preset
     from sim.user_input import UserInputError
@@ -64,9 +69,9 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     hw = config.hardware(hardware, runtime=runtime, default_runtime=policy_runtime(policy))
     if overlap is not None:
         pol.overlap = overlap
-    g = int(gamma) if pol.speculative else 0
+    g = pol.run_gamma(int(gamma))
     d = spec("draft", draft if g > 0 else "none")
-    if g > 0 and d.params <= 0:
+    if g > 0 and d.params <= 0 and d.kind == "model":
         raise UserInputError(f"draft={d.name}: policy {policy} is speculative (gamma={g}) and needs a draft "
                              "model; give one (e.g. draft=qwen3_4b_fp8) or gamma=0")
     if trace is not None:
@@ -78,9 +83,11 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
                        cpu_layers=pol.cpu_layer_count(m.n_layers))
     if slots is not None:
         cache_ratio = plan.n_slots / (m.n_layers * m.n_experts)
+    if equal_vram and g == 0:
+        plan = replace(plan, n_slots=equal_vram_slots(hw, m, spec("draft", draft), cache_ratio, context))
     acc = None
     if g > 0:
-        acc = acceptance if acceptance is not None else _acceptance(workload, meta, trace)
+        acc = acceptance if acceptance is not None else _acceptance(workload, meta, trace, d)
     params = {k: v for k, v in policy_preset(policy).items() if k not in ("_target_", "description")}
     params.update(policy_args or {})
     if overlap is not None:
@@ -89,7 +96,8 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
              "acceptance": acc, "model_spec": spec_record(m), "draft_spec": spec_record(d),
              "hardware_spec": spec_record(hw), "cache_ratio": float(cache_ratio), "gamma": g,
              "gen_tokens_asked": int(gen_tokens), "prompt_tokens": int(prompt_tokens), "context": int(context),
-             "seed": int(seed), "slots_per_layer": slots_per_layer, "vram_budget_gib": vram_budget_gib, "trace": trace.path if trace is not None and trace.path else
+             "seed": int(seed), "slots_per_layer": slots_per_layer, "vram_budget_gib": vram_budget_gib,
+             "equal_vram": bool(equal_vram and g == 0), "acceptance_model": dict(acceptance_model or {}), "trace": trace.path if trace is not None and trace.path else
              ("memory" if trace is not None else "synthetic"),
              "trace_sha256": trace_digest(trace) if trace is not None else "", "code_version": code_version()}
     from sim import serving
@@ -114,13 +122,15 @@ def _trace_model(trace: Trace | None):
                                                "records no model_spec; pass model=")
 
 
-def _acceptance(workload: str, meta: dict, trace: Trace | None) -> float:
-    """Per-token acceptance: the trace's recorded one, else the workload preset's."""
+def _acceptance(workload: str, meta: dict, trace: Trace | None, draft: config.DraftSpec) -> float:
+    """Per-token acceptance: the trace's recorded one, else the draft preset's for the workload, else
+    the workload preset's (:func:`sim.speculation.fair.run_acceptance`)."""
     if meta.get("acceptance") is not None:
         return float(meta["acceptance"])
+    from sim.speculation.fair import run_acceptance
     from traces.synth import list_workloads
-    if workload in list_workloads():
-        return workload_acceptance(workload)
+    if workload in list_workloads() or workload in (draft.acceptance or {}):
+        return run_acceptance(workload, draft, None)
     if trace is not None and trace.sd is not None:
         return record_acceptance(trace)
     raise TraceError(trace.path if trace is not None else "run", "acceptance",

@@ -18,6 +18,7 @@ from sim.memory_plan import MemoryPlan
 from sim.prefill.handoff import land_prefill_copies
 from sim.policies import make_policy  # noqa: F401  (sim.runner.make_policy is patched by tests)
 from sim.protocol import build_context, policy_cost_model, routing_counts, table_context
+from sim.user_input import UserInputError
 from traces.errors import TraceError
 from traces.schema import Trace
 from traces.windows import Schedule, build_schedule
@@ -120,7 +121,8 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             quant_dense: str | None = None, slots_per_layer: int | None = None,
             vram_budget_gib: float | None = None, table_tokens: int | None = None, prefill: bool = False,
             ubatch: int = 512, prefill_rule: str = "auto", prefill_threshold: int = 1024,
-            batch: int = 1, stagger: int = 0) -> RunResult:
+            batch: int = 1, stagger: int = 0, equal_vram: bool = False,
+            acceptance_model: dict | None = None) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``runtime`` (a conf/runtime name or mapping; None: the policy preset's) supplies the
@@ -132,16 +134,20 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     middle of the generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's).
     ``prefill=true`` simulates the prompt first (micro-batches of ``ubatch``, copy-or-CPU by
     ``prefill_rule``): ``ttft_s`` and the decode's starting cache come from it; ``batch=B`` decodes B
-    requests together, request i joining at step ``i * stagger`` (:mod:`sim.serving`). The row carries the run's identity
-    (:func:`sim.resolve.resolve`) and its ``run_id``."""
+    requests together, request i joining at step ``i * stagger`` (:mod:`sim.serving`).
+    ``equal_vram`` (an AR run gets the draft's VRAM as expert slots) and ``acceptance_model``
+    (decay, spread, burst, p_min, kappa: :mod:`traces.acceptance`) are :mod:`sim.speculation`'s.
+    The row carries the run's identity (:func:`sim.resolve.resolve`) and its ``run_id``."""
     from sim.identity import identity_columns
     from sim.resolve import resolve
+    from sim.speculation.schedule import speculative_schedule
 
     wall = time.perf_counter()
     r = resolve(policy, workload, cache_ratio, hardware, model, draft, gamma, gen_tokens, seed, trace, acceptance,
                 experiment, prompt_tokens, context, policy_args, overlap, runtime, quant, quant_dense,
                 slots_per_layer, vram_budget_gib, prefill=prefill, ubatch=ubatch, prefill_rule=prefill_rule,
-                prefill_threshold=prefill_threshold, batch=batch, stagger=stagger)
+                prefill_threshold=prefill_threshold, batch=batch, stagger=stagger, equal_vram=equal_vram,
+                acceptance_model=acceptance_model)
     hw, m, d, pol, g, trace, plan = r.hw, r.model, r.draft, r.policy, r.gamma, r.trace, r.plan
     if table_tokens is not None:          # a replay's cost-table context changes the numbers
         r.identity["table_tokens"] = int(table_tokens)
@@ -151,8 +157,13 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
         key = (m.name, workload, gen_tokens + g + 1, seed, routing_shape(m))
         trace = synthetic_trace(*key)
     acc = r.acceptance if r.acceptance is not None else 0.0
-    sched, opts, batched, mean_acc = schedule(trace, key, g, gen_tokens, acc, seed), r.serving, None, None
+    sched = speculative_schedule(trace, pol.adaptive_gamma, g, gen_tokens, acc, seed, d, acceptance_model) \
+        or schedule(trace, key, g, gen_tokens, acc, seed)
+    opts, batched, mean_acc = r.serving, None, None
     if opts.batch > 1:
+        if pol.adaptive_gamma:
+            raise UserInputError(f"batch={opts.batch}: policy {policy} chooses each step's draft length, "
+                                 "which batched decoding does not model yet; use batch=1")
         batched, mean_acc = serving.batch_schedule(key, g, gen_tokens, acc, seed, opts.batch, opts.stagger)
         sched = batched.schedule
     cost = serving.widen(policy_cost_model(pol, hw, m, d, g, plan.n_slots), sched)

@@ -19,6 +19,8 @@ AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draf
 
 def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:
     """The run arguments of every (grid point, workload, policy); dotted grid keys patch a spec."""
+    from sim.policies.registry import ALIASES
+
     valid_p, valid_w = preset_names("policy"), preset_names("workload")
     policies = valid_p if policies in (None, "all") else [policies] if isinstance(policies, str) else list(policies)
     workloads = [workloads] if isinstance(workloads, str) else list(workloads)
@@ -26,6 +28,7 @@ def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:
         if not names:
             raise ConfigError(f"experiment.{what}: the list is empty; give at least one name"
                               + (" (or all)" if what == "policies" else ""))
+    valid_p = valid_p + list(ALIASES)   # old names of the heuristic oracles
     for name in policies:
         if name not in valid_p:
             raise ConfigError(f"unknown policy {name!r}; valid: {', '.join(valid_p)}")

@@ -1,7 +1,7 @@
 """Checks of what a user types, at the command-line boundary, before any work starts.
 
 One table (:data:`RULES`) declares the type and the allowed range of every top-level number and name
-of every command (``sim run|sweep``, ``traces synth|stats``, ``real run``) and of the policy
+of every command (``sim run|sweep|breakeven``, ``traces synth|stats``, ``real run``) and of the policy
 parameters that have a range; :func:`check` applies a rule and returns the normalised value or raises
 :class:`UserInputError` with a one-line message naming the key, the value and the allowed range.
 Keys that do not exist are refused with the nearest valid ones (:func:`refuse_unknown`). Policy
@@ -84,6 +84,18 @@ RULES: dict[str, Rule] = {
     "prefill_threshold": INT1,
     "batch": Rule("int", 1, 64),
     "stagger": INT0,
+    # sim breakeven (each element of a list)
+    "equal_vram": Rule("bool"),
+    "map": Rule("bool"),
+    "gamma_min": Rule("int", 0, 12),
+    "gamma_max": Rule("int", 1, 12),
+    "acceptances": Rule("number", 0, 1),
+    "ratios": Rule("number", 0, 10),
+    "ar_policies": Rule("str"),
+    "sd_policies": Rule("str"),
+    # drafter preset fields (conf/draft) with a range
+    "draft.acceptance_decay": Rule("number", 0, 1, low_open=True),
+    "draft.host_us_per_token": Rule("number", 0),
     # real run
     "max_new_tokens": INT1,
     "prompt_len": INT1,

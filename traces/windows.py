@@ -31,10 +31,31 @@ class Schedule:
     produced: np.ndarray   # int [S]  (accepted + 1; the last step is cut to reach gen_tokens)
     rows: list             # per step, the routing rows verified: int16 [n, L, k]
     gamma: int
+    decodes: np.ndarray | None = None  # int [S] draft decodes per step (None: gamma each)
+    online = False                     # all steps are known before the run (OnlineSchedule: not)
 
     @property
     def n_steps(self) -> int:
         return int(self.counts.shape[0])
+
+    def has_step(self, step: int) -> bool:
+        """True while ``step`` is part of the schedule."""
+        return step < self.n_steps
+
+    def begin_step(self, step: int, chosen: int | None = None) -> None:
+        """``step`` starts with ``chosen`` drafts (a policy's choice; None: the run's gamma). The
+        steps are fixed here (:class:`traces.online.OnlineSchedule` builds them with the choice):
+        replaying a recorded run, the choice must be what the record holds (a policy's decisions
+        depend only on what it was told, so a faithful replay repeats them)."""
+        if chosen is None:
+            return
+        recorded = self.gamma if self.decodes is None else int(self.decodes[step])
+        if int(chosen) != recorded:
+            raise ValueError(f"replay: policy chose gamma {chosen} at step {step}, the record has {recorded}")
+
+    def draft_decodes(self, step: int) -> int:
+        """Draft forwards of ``step`` (``gamma``, or fewer when the drafter stopped early)."""
+        return self.gamma if self.decodes is None else int(self.decodes[step])
 
     @property
     def mean_accepted(self) -> float:
@@ -76,16 +97,21 @@ def build_schedule(trace: Trace, gamma: int, gen_tokens: int, acceptance: float 
     rows, produced, t = [], [], 0
     while t < gen_tokens:
         a = int(accepted[len(rows)])
-        end = min(t + gamma + 1, ex.shape[0])
-        if alt is None or t + a + 1 >= end:
-            rows.append(ex[t:end])
-        else:
-            rows.append(np.concatenate([ex[t:t + a + 1], alt[t + a + 1:end]]))
-        step = min(a + 1, gen_tokens - t, end - t)
+        rows.append(window_rows(ex, alt, t, gamma, a))
+        step = min(a + 1, gen_tokens - t, rows[-1].shape[0])
         produced.append(step)
         t += step
     return Schedule(_counts(rows, trace.n_layers, trace.n_experts),
                     np.array([r.shape[0] for r in rows]), np.array(produced), rows, gamma)
+
+
+def window_rows(ex: np.ndarray, alt: np.ndarray | None, t: int, proposed: int, accepted: int) -> np.ndarray:
+    """Routing rows of the window verified at position ``t``: the committed token and ``accepted``
+    drafts from the real routing, then the rejected drafts (alt rows when the trace has them)."""
+    end = min(t + proposed + 1, ex.shape[0])
+    if alt is None or t + accepted + 1 >= end:
+        return ex[t:end]
+    return np.concatenate([ex[t:t + accepted + 1], alt[t + accepted + 1:end]])
 
 
 def _from_sd_record(trace: Trace, gen_tokens: int) -> Schedule:
@@ -99,5 +125,7 @@ def _from_sd_record(trace: Trace, gen_tokens: int) -> Schedule:
         step = min(int(sd.accepted[s]) + 1, gen_tokens - done)
         produced.append(step)
         done += step
-    return Schedule(_counts(rows, trace.n_layers, trace.n_experts),
-                    np.array([r.shape[0] for r in rows]), np.array(produced), rows, sd.gamma)
+    n_verify = np.array([r.shape[0] for r in rows])
+    varying = bool((sd.n_verified[:len(rows)] != sd.gamma + 1).any())   # a per-step gamma was recorded
+    return Schedule(_counts(rows, trace.n_layers, trace.n_experts), n_verify, np.array(produced), rows,
+                    sd.gamma, decodes=n_verify - 1 if varying else None)

@@ -76,7 +76,7 @@ def policy_context(policy, hardware: dict, model: dict, draft: dict, cache_ratio
 
     # the runtime the policy's system is built on, as run_one resolves it
     hw, m = config.hardware(hardware, default_runtime=policy_runtime(policy.name)), config.model(model)
-    g = int(gamma) if policy.speculative else 0
+    g = policy.run_gamma(gamma)
     d = config.draft(draft if g > 0 else "none")
     plan = plan_memory(hw, m, d, cache_ratio, context)
     cost = policy_cost_model(policy, hw, m, d, g)

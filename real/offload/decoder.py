@@ -61,7 +61,7 @@ class _ExecutorObserver(DecodeObserver):
         self.verify_next = True
 
     def on_step(self, step: Step):
-        self.ex.step_end(time.perf_counter() - self.t_step, len(step.tokens))
+        self.ex.step_end(time.perf_counter() - self.t_step, len(step.tokens), step.n_verified, step.accepted)
 
 
 class OffloadedDecoder(SpeculativeDecoder):
@@ -90,6 +90,10 @@ class OffloadedDecoder(SpeculativeDecoder):
             return super().generate(input_ids, max_new_tokens)
         finally:
             self.executor.prefilling = False
+
+    def next_gamma(self, index: int) -> int:
+        """The step's draft length: the policy's when it chooses one (``adaptive_gamma``), else gamma."""
+        return self.executor.choose_gamma(index, self.gamma)
 
     def run_target(self, ids, last_only: bool = False):
         """The verify forward runs with the policy; the others (prefill, final) bypass it."""

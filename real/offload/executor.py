@@ -152,13 +152,21 @@ class OffloadExecutor(TransferMixin):
         if not self.overlap:
             self.drain()
 
-    def step_end(self, seconds: float, produced: int) -> None:
-        """Step bookkeeping (wall time, tokens, the policy's share)."""
+    def choose_gamma(self, step: int, gamma: int) -> int:
+        """Drafts of ``step`` (before its draft phase): the policy's choice through the core when it
+        chooses (``adaptive_gamma``, checked against 0..``gamma``), else ``gamma``."""
+        with self.lock:
+            g = self.core.step_gamma(step, gamma)
+        return gamma if g is None else g
+
+    def step_end(self, seconds: float, produced: int, n_verified: int = 0, accepted: int = 0) -> None:
+        """Step bookkeeping (wall time, tokens, the policy's share) and the verify result."""
         self.c.step_s.append(seconds)
         self.c.tokens += produced
         self.c.steps += 1
         self.last_window = self.window
         with self.lock:
+            self.core.step_end(self.c.steps - 1, n_verified, accepted)
             self.policy_s.append(self.policy.take())
 
     def layer_start(self, layer: int) -> None:

@@ -73,7 +73,7 @@ class OffloadSession:
         opts, wall = self.opts, time.perf_counter()
         max_new = max_new or opts.max_new_tokens
         policy = make_policy(opts.policy, **dict(opts.policy_args))
-        gamma = opts.gamma if policy.speculative else 0
+        gamma = policy.run_gamma(opts.gamma)
         meta = self._meta(opts.policy, gamma, prompt_id, index, len(ids), max_new)
         profile = future = None
         if policy.needs_future or policy.needs_profile:

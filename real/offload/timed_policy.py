@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 
-HOOKS = ("reset", "initial_residency", "on_step_start", "on_layer_start", "place", "on_layer_end",
-         "next_transfer", "victim", "victims", "on_transfer_done", "on_transfers_done")
+HOOKS = ("reset", "initial_residency", "choose_gamma", "on_step_start", "on_layer_start", "place",
+         "on_layer_end", "on_step_end", "next_transfer", "victim", "victims", "on_transfer_done",
+         "on_transfers_done")
 
 
 class TimedPolicy:

@@ -20,7 +20,7 @@ from sim.memory_plan import MemoryPlan, plan_memory
 from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
 from sim.protocol.context import build_context, policy_cost_model, table_context
-from sim.runner import _profile, routing_shape, schedule, spec, synthetic_trace, workload_acceptance
+from sim.runner import _profile, routing_shape, schedule, spec, synthetic_trace
 from traces.schema import Trace
 from traces.windows import Schedule
 
@@ -72,8 +72,13 @@ class Setting:
         if trace is None:
             key = (m.name, self.workload, self.gen_tokens + gamma + 1, self.seed, routing_shape(m))
             trace = synthetic_trace(*key)
-        acc = self.acceptance if self.acceptance is not None else workload_acceptance(self.workload)
-        return schedule(trace, key, gamma, self.gen_tokens, acc, self.seed)
+        from sim.speculation.fair import run_acceptance
+        from sim.speculation.schedule import speculative_schedule
+
+        d = self.draft_spec(gamma > 0)
+        acc = run_acceptance(self.workload, d, self.acceptance)   # the draft preset's, as a run's
+        return (speculative_schedule(trace, False, gamma, self.gen_tokens, acc, self.seed, d, None)
+                or schedule(trace, key, gamma, self.gen_tokens, acc, self.seed))
 
     def memory(self, policy: str, n_slots: int, cpu_layers: int = 0) -> MemoryPlan:
         """The VRAM plan of ``n_slots`` expert slots under ``policy``, with ``cpu_layers`` MoE layers
@@ -109,6 +114,7 @@ class StaticTable:
         pol = make_policy(policy)
         m, g = setting.spec, setting.gamma_of(pol.speculative)
         self.policy, self.setting, self.gamma = policy, setting, g
+        self.extra_decodes = pol.draft_extra_decodes
         self.sched = setting.schedule(g)
         self.cost = policy_cost_model(pol, setting.hw(policy), m, setting.draft_spec(pol.speculative), g,
                                       n_slots=m.n_layers * m.n_experts if all_gpu else None)
@@ -130,7 +136,7 @@ class StaticTable:
         for step in range(s.n_steps):
             n = int(s.n_verify[step])
             if s.gamma > 0:
-                parts["draft"] += s.gamma * cost.draft_token_s(context)
+                parts["draft"] += (s.gamma + self.extra_decodes) * cost.draft_token_s(context)
             parts["head_gpu"] += cost.step_fixed_s(n)
             parts["head_cpu"] += cost.cpu_step_fixed_s(n)
             parts["attn_gpu"] += cost.layer_fixed_s(n, context)

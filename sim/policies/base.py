@@ -6,11 +6,13 @@ torch, and holds no global state; it is deterministic given ``ctx.seed``.
 
 The executor calls, for every decode step::
 
+    choose_gamma(step) -> int                  # only when adaptive_gamma: drafts of this step
     on_step_start(step, signals, cache)        # draft phase begins (SD) / token begins (AR)
     for layer in range(L):
         on_layer_start(layer, cache)           # e.g. pin resident experts, drop stale queue entries
         place(layer, counts, signals, cache)   # after the router: where each requested expert runs
         on_layer_end(layer, counts, cache)     # update utilities, enqueue prefetches
+    on_step_end(step, n_verified, accepted)    # the verify result of the step
     # whenever the PCIe link is idle and no demand fetch waits:
     next_transfer(cache) -> (layer, expert) | None
     # whenever a transfer needs a slot and none is free (demand: a layer waits for it):
@@ -114,6 +116,10 @@ class Policy(abc.ABC):
     kernels' speed relative to llama.cpp's; the cost model multiplies the CPU's rates by it).
     ``cpu_layers``: MoE layers computed whole on the CPU, attention included (llama.cpp ``-ngl``);
     ``output_on_cpu``: the output layer (lm_head) too. Both are fixed once :meth:`reset` returns.
+    ``adaptive_gamma``: the policy chooses each step's draft length (:meth:`choose_gamma`, asked
+    through the protocol core before every step; the run is set up for :meth:`run_gamma`);
+    ``draft_extra_decodes``: draft forwards per drafting step beyond its drafts (llama.cpp's
+    ``examples/speculative`` loop decodes the target's corrected token first: 1).
     """
 
     name = "base"
@@ -126,6 +132,8 @@ class Policy(abc.ABC):
     cpu_efficiency_scale = 1.0
     cpu_layers: frozenset = frozenset()
     output_on_cpu = False
+    adaptive_gamma = False
+    draft_extra_decodes = 0
 
     def reset(self, ctx: PolicyContext, cache) -> None:
         """A new run begins: shapes, budget and costs (called before anything else)."""
@@ -140,6 +148,18 @@ class Policy(abc.ABC):
 
     def on_layer_start(self, layer: int, cache) -> None:
         """``layer`` starts computing (the executor has pinned it)."""
+
+    def run_gamma(self, gamma: int) -> int:
+        """The draft length a run of this policy is set up for, given the run's ``gamma``: that gamma
+        when speculative, 0 otherwise; a policy with ``adaptive_gamma`` returns its largest choice."""
+        return int(gamma) if self.speculative else 0
+
+    def choose_gamma(self, step: int) -> int:
+        """Drafts for ``step`` (asked before ``on_step_start`` when ``adaptive_gamma``; 0..ctx.gamma)."""
+        return self.ctx.gamma
+
+    def on_step_end(self, step: int, n_verified: int, accepted: int) -> None:
+        """The step verified ``n_verified`` positions and accepted ``accepted`` drafts."""
 
     @abc.abstractmethod
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:

@@ -13,17 +13,20 @@ from omegaconf import OmegaConf
 from sim.paths import CONF_DIR, preset_names
 
 
+# Old names kept for experiments and result files that use them: the "oracles" are heuristics
+# (Belady + next-use prefetch + per-layer split), not bounds; sim/bound computes the true bound.
+ALIASES = {"oracle": "heuristic_oracle", "oracle_ar": "heuristic_oracle_ar"}
+
+
 def policy_names() -> list[str]:
-    """All registered policy names."""
+    """All registered policy names (aliases excluded: see :data:`ALIASES`)."""
     return preset_names("policy")
-
-
 
 
 @lru_cache(maxsize=None)
 def policy_preset(name: str) -> dict:
     """The preset's YAML as a dict (``_target_`` plus parameters)."""
-    path = CONF_DIR / "policy" / f"{name}.yaml"
+    path = CONF_DIR / "policy" / f"{ALIASES.get(name, name)}.yaml"
     if not path.exists():
         raise KeyError(f"unknown policy {name!r}; valid: {', '.join(policy_names())}")
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True) or {}

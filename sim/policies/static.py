@@ -85,12 +85,16 @@ class LlamaCppSpec(LlamaCppStatic):
     MoE-SpAc (arXiv 2603.09983, its strongest baseline); the authors' own fork runs it as
     ``llama-speculative -m target.gguf -md draft.gguf -ot exps=CPU --draft 8``.
 
+    ``examples/speculative`` decodes the target's corrected token on the draft and then each of
+    the gamma drafts: gamma + 1 draft decodes per step (``draft_extra_decodes = 1``).
+
     Parameters:
         gpu_layers: as :class:`LlamaCppStatic` (default ``"last"``, ``--n-cpu-moe`` placement).
         n_cpu_moe: as :class:`LlamaCppStatic` (``--n-cpu-moe N``; None: ``cache_ratio`` decides).
     """
 
     speculative = True
+    draft_extra_decodes = 1
 
 
 class Fiddler(OffloadPolicy):

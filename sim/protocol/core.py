@@ -46,9 +46,23 @@ class ProtocolCore:
             loaded.append((layer, expert))
         return loaded
 
+    def step_gamma(self, step: int, gamma: int) -> int | None:
+        """The draft length the policy chooses for ``step`` (``adaptive_gamma``), checked against
+        0..``gamma`` (the run's largest); None when the policy does not choose (the run's gamma)."""
+        if not self.policy.adaptive_gamma:
+            return None
+        g = int(self.policy.choose_gamma(step))
+        if not 0 <= g <= gamma:
+            raise ValueError(f"policy {self.policy.name!r} chose gamma {g} at step {step}; allowed 0..{gamma}")
+        return g
+
     def step_start(self, step: int, signals: Signals) -> None:
         """The draft phase of ``step`` begins."""
         self.policy.on_step_start(step, signals, self.cache)
+
+    def step_end(self, step: int, n_verified: int, accepted: int) -> None:
+        """``step`` verified ``n_verified`` positions and accepted ``accepted`` drafts."""
+        self.policy.on_step_end(step, n_verified, accepted)
 
     def layer_start(self, layer: int) -> None:
         """Pin ``layer`` (its experts may not be evicted while it computes) and tell the policy."""

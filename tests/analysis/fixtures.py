@@ -14,9 +14,9 @@ from analysis.names import WORKLOADS
 
 BASE_TPS = {"moespac": 24.0, "llamacpp_sd": 18.0, "llamacpp": 15.0, "accelerate": 2.0, "vllm": 3.0,
             "mixtral_offload": 6.0, "moe_infinity": 3.6, "sp_moe": 4.7, "fate": 7.0, "hybrimoe": 12.0,
-            "oracle": 40.0, "oracle_ar": 20.0, "moespac_static": 21.0, "moespac_no_estimator": 20.0,
+            "heuristic_oracle": 40.0, "heuristic_oracle_ar": 20.0, "moespac_static": 21.0, "moespac_no_estimator": 20.0,
             "moespac_no_balancer": 19.0, "moespac_sync": 17.0, "moespac_ar": 14.0}
-AR = {"llamacpp", "accelerate", "vllm", "mixtral_offload", "moe_infinity", "fate", "hybrimoe", "oracle_ar",
+AR = {"llamacpp", "accelerate", "vllm", "mixtral_offload", "moe_infinity", "fate", "hybrimoe", "heuristic_oracle_ar",
       "moespac_ar"}
 N_LAYERS = 48
 
@@ -49,7 +49,7 @@ def synthetic_results(sweeps: bool = True) -> pd.DataFrame:
     if sweeps:
         for c in (0.05, 0.1, 0.17, 0.3, 0.5):
             rows += [row("sweep_cache_ratio", p, "gsm8k", tps=BASE_TPS[p] * (1 + c), cache_ratio=c,
-                         hardware="rtx4090_pcie4[vram_gib=48.0]") for p in ("moespac", "llamacpp_sd", "oracle")]
+                         hardware="rtx4090_pcie4[vram_gib=48.0]") for p in ("moespac", "llamacpp_sd", "heuristic_oracle")]
         for g in (1, 4, 8, 12):
             rows += [row("sweep_gamma", p, "gsm8k", tps=BASE_TPS[p] * (1 + g / 20), gamma=g)
                      for p in ("moespac", "llamacpp_sd", "llamacpp")]
@@ -62,7 +62,7 @@ def synthetic_results(sweeps: bool = True) -> pd.DataFrame:
             rows += [row("sweep_hardware", p, "gsm8k", hardware=h) for p in ("moespac", "llamacpp_sd")]
         rows += [row("paper_dsv2lite", p, w, model="deepseek_v2_lite", tps=t * (1 + 0.1 * i))
                  for i, w in enumerate(("mt_bench", "humaneval", "cnn_dm"))
-                 for p, t in (("moespac", 45.0), ("llamacpp_sd", 30.0), ("hybrimoe", 25.0), ("oracle", 60.0))]
+                 for p, t in (("moespac", 45.0), ("llamacpp_sd", 30.0), ("hybrimoe", 25.0), ("heuristic_oracle", 60.0))]
     return pd.DataFrame(rows)
 
 

@@ -23,12 +23,13 @@ def rows():
     return pd.DataFrame(out)
 
 
-def test_rows_sorted_by_mean_real_policies_before_bounds(rows):
+def test_rows_sorted_by_mean_real_policies_before_heuristics(rows):
+    """The old name ``oracle`` of a result file is read as ``heuristic_oracle``, a heuristic."""
     t = policy_table(rows)
-    assert list(t.index) == ["hybrimoe", "moespac", "llamacpp_sd", "oracle"]
+    assert list(t.index) == ["hybrimoe", "moespac", "llamacpp_sd", "heuristic_oracle"]
     assert list(t.columns) == ["group", "gsm8k", "mt_bench", "mean"]
     assert t.loc["hybrimoe", "gsm8k"] == 30.0 and t.loc["hybrimoe", "mean"] == 25.0
-    assert list(t.group) == ["policy", "policy", "policy", "bound"]
+    assert list(t.group) == ["policy", "policy", "policy", "heuristic"]
 
 
 def test_summary_compares_moespac_with_llamacpp_sd_and_never_names_a_bound(rows):
@@ -50,9 +51,9 @@ def test_text_fits_100_columns_with_every_default_policy_and_workload():
     assert max(map(len, text.splitlines())) <= WIDTH
     lines = text.splitlines()
     assert lines[1].split() == ["policy", "gsm8k", "alpaca", "qa", "cnn_dm", "mtb", "h-eval", "mmlu", "mean"]
-    bounds = lines.index("bounds" + lines[1][len("policy"):])
-    assert {l.split()[0] for l in lines[bounds + 1:bounds + 3]} == {"oracle", "oracle_ar"}
-    assert "oracle" not in {l.split()[0] for l in lines[2:bounds - 1]} and lines[bounds - 1] == ""
+    heur = lines.index("heuristics" + lines[1][len("heuristics"):])
+    assert {l.split()[0] for l in lines[heur + 1:heur + 3]} == {"heuristic_oracle", "heuristic_oracle_ar"}
+    assert not any("oracle" in l.split()[0] for l in lines[2:heur - 1]) and lines[heur - 1] == ""
 
 
 def test_machine_formats_carry_the_exact_numbers(rows):

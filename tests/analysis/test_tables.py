@@ -18,24 +18,24 @@ def hand():
     rows = [row("paper_qwen3", "moespac", "gsm8k", tps=20.0), row("paper_qwen3", "moespac", "mt_bench", tps=30.0),
             row("paper_qwen3", "llamacpp_sd", "gsm8k", tps=10.0),
             row("paper_qwen3", "llamacpp_sd", "mt_bench", tps=20.0),
-            row("paper_qwen3", "oracle", "gsm8k", tps=40.0), row("paper_qwen3", "oracle", "mt_bench", tps=60.0),
+            row("paper_qwen3", "heuristic_oracle", "gsm8k", tps=40.0), row("paper_qwen3", "heuristic_oracle", "mt_bench", tps=60.0),
             # a duplicate run (e.g. a resumed sweep) is averaged, not double counted
-            row("paper_qwen3", "oracle", "mt_bench", tps=60.0, seed=1)]
+            row("paper_qwen3", "heuristic_oracle", "mt_bench", tps=60.0, seed=1)]
     return pd.DataFrame(rows)
 
 
 def test_tps_table_averages_over_workloads(hand):
     t = tps_by_workload(hand)
-    assert list(t.columns) == ["moespac", "llamacpp_sd", "oracle"]
+    assert list(t.columns) == ["moespac", "llamacpp_sd", "heuristic_oracle"]
     assert list(t.index) == ["gsm8k", "mt_bench", AVERAGE]
-    assert t.loc[AVERAGE].to_dict() == {"moespac": 25.0, "llamacpp_sd": 15.0, "oracle": 50.0}
+    assert t.loc[AVERAGE].to_dict() == {"moespac": 25.0, "llamacpp_sd": 15.0, "heuristic_oracle": 50.0}
 
 
 def test_speedup_matrix(hand):
     m = speedup_matrix(tps_by_workload(hand).loc[AVERAGE])
     assert m.at["moespac", "llamacpp_sd"] == pytest.approx(25 / 15)
     assert m.at["llamacpp_sd", "moespac"] == pytest.approx(15 / 25)
-    assert m.at["oracle", "oracle"] == 1.0
+    assert m.at["heuristic_oracle", "heuristic_oracle"] == 1.0
 
 
 def test_diff_pct_and_paper_comparison(hand):
@@ -49,8 +49,8 @@ def test_diff_pct_and_paper_comparison(hand):
 
 def test_oracle_fraction(hand):
     o = oracle_fraction(tps_by_workload(hand).loc[AVERAGE])
-    assert o.at["moespac", "fraction of oracle (SD)"] == pytest.approx(0.5)
-    assert o.at["llamacpp_sd", "fraction of oracle (SD)"] == pytest.approx(0.3)
+    assert o.at["moespac", "fraction of heuristic oracle (SD)"] == pytest.approx(0.5)
+    assert o.at["llamacpp_sd", "fraction of heuristic oracle (SD)"] == pytest.approx(0.3)
 
 
 def test_standard_speedup_uses_present_baselines(hand):

@@ -9,7 +9,8 @@ from sim.policies import make_policy, policy_names
 
 BASELINES = {"ondemand_lru": False, "llamacpp": False, "llamacpp_sd": True, "accelerate": False,
              "vllm": False, "mixtral_offload": False, "moe_infinity": False, "sp_moe": True, "fate": False,
-             "hybrimoe": False, "fiddler": False, "ktransformers": False, "oracle": True, "oracle_ar": False}
+             "hybrimoe": False, "fiddler": False, "ktransformers": False, "heuristic_oracle": True,
+             "heuristic_oracle_ar": False}
 
 
 def test_all_baselines_registered():
@@ -33,3 +34,10 @@ def test_preset_builds_documented_policy(name, speculative):
         assert lines[i - 1].startswith("#"), f"{name}.{param} has no comment giving its origin"
         assert param == "runtime" or param in doc, f"{name}.{param} is not documented in the class docstring"
 
+
+
+@pytest.mark.parametrize("alias, name", [("oracle", "heuristic_oracle"), ("oracle_ar", "heuristic_oracle_ar")])
+def test_old_oracle_names_are_aliases(alias, name):
+    """The heuristic oracles keep their old names for experiments and result files."""
+    pol = make_policy(alias)
+    assert pol.name == alias and type(pol) is type(make_policy(name)) and alias not in policy_names()

@@ -60,7 +60,7 @@ def prepared():
 # every registered policy on the Qwen3-MoE family; on DeepSeek-V2 (shared experts, a dense layer)
 # one policy per executor path: block copies, CPU/GPU split, prefetch + eviction, the future
 # (pre-pass), streams, recorded signals, demand fetches
-DEEPSEEK = ("accelerate", "fiddler", "moespac", "oracle", "vllm", "hybrimoe", "ondemand_lru")
+DEEPSEEK = ("accelerate", "fiddler", "moespac", "heuristic_oracle", "vllm", "hybrimoe", "ondemand_lru")
 MATRIX = [("tiny:qwen3_moe", p) for p in policy_names()] + [("tiny:deepseek_v2", p) for p in DEEPSEEK]
 
 
@@ -73,7 +73,7 @@ def test_tokens_equal_plain_greedy(reference, prepared, target, policy):
     assert c.gpu_execs + c.cpu_execs == c.requests        # every requested expert ran exactly once
 
 
-@pytest.mark.parametrize("policy", ["moespac", "ondemand_lru", "vllm", "oracle"])
+@pytest.mark.parametrize("policy", ["moespac", "ondemand_lru", "vllm", "heuristic_oracle"])
 def test_sync_mode_is_lossless_too(reference, prepared, policy):
     report = run(options("tiny:qwen3_moe", policy, "sync=true"), prepared("tiny:qwen3_moe"))
     assert report.tokens[0] == reference["tiny:qwen3_moe"]

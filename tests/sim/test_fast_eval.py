@@ -12,6 +12,7 @@ from sim.expert_cache import ExpertCache
 from sim.fast_eval import PrefetchingPolicyError, fast_decode_time
 from sim.policies import make_policy, policy_names
 from sim.protocol import build_context, policy_cost_model, routing_counts
+from sim.speculation.schedule import speculative_schedule
 from tests.sim.doubles import FetchFIFO, toy_trace
 from traces.windows import build_schedule
 
@@ -32,7 +33,8 @@ def _setup(policy, trace, n_slots=48, gamma=3):
     m = dataclasses.replace(MODEL, n_layers=trace.n_layers, n_experts=trace.n_experts, top_k=trace.top_k)
     d = config.draft("qwen3_0_6b" if g else "none")
     cost = policy_cost_model(policy, HW, m, d, g)
-    sched = build_schedule(trace, g, trace.n_tokens - g - 1, 0.7, 0)
+    sched = speculative_schedule(trace, policy.adaptive_gamma, g, trace.n_tokens - g - 1, 0.7, 0, d, None) \
+        or build_schedule(trace, g, trace.n_tokens - g - 1, 0.7, 0)   # per-step gamma: built online
     ctx = build_context(policy, cost, n_slots, g, 256, 0, routing_counts(trace.experts, m.n_layers, m.n_experts),
                         sched.counts)
     cache = ExpertCache(m.n_layers, m.n_experts, n_slots)

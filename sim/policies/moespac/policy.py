@@ -21,7 +21,9 @@ expert keeps its new utility so one number orders the whole cache; ``zero``: the
 to 0, resident hot experts are re-queued to win their level back), ``eviction_order``
 (cyclic | id), ``queue_order`` (``level``: highest level first, the authors' queue; ``fifo``: all
 entries at one level, i.e. in plan order, a diagnostic), ``overlap`` (False: the executor finishes
-all prefetches before it goes on), ``speculative`` (False: gamma 0).
+all prefetches before it goes on), ``speculative`` (False: gamma 0), ``draft_extra_decodes``
+(draft forwards per step beyond gamma: 1, as the authors' demo runs ``llama-speculative``, whose
+loop decodes the target's corrected token on the draft before drafting; every ablation keeps it).
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ class MoESpAc(Policy):
                  calib_scope: str = "global", target_link: bool = True, queue_order: str = "level",
                  balancer: bool = True, tau: int = 1, release: str = "level",
                  eviction_order: str = "cyclic", stat_decay: float = 0.999,
-                 overlap: bool = True, speculative: bool = True):
+                 overlap: bool = True, speculative: bool = True, draft_extra_decodes: int = 1):
         if queue_order not in ("level", "fifo"):
             raise ValueError(f"queue_order must be 'level' or 'fifo', got {queue_order!r}")
         if release not in ("level", "zero"):
@@ -64,6 +66,7 @@ class MoESpAc(Policy):
         self.use_balancer, self.fixed_tau, self.release = balancer, tau, release
         self.eviction_order, self.stat_decay = eviction_order, stat_decay
         self.overlap, self.speculative = overlap, speculative
+        self.draft_extra_decodes = int(draft_extra_decodes)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def reset(self, ctx, cache) -> None:

@@ -1,0 +1,1 @@
+"""When speculation pays: acceptance per draft, equal-VRAM slots, gamma search, break-even maps."""

@@ -180,16 +180,19 @@ class MoESpAc(Policy):
         return self.tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)
 
     def victim(self, layer: int, expert: int, cache, demand: bool):
-        p = self._planned
-        self._planned = None
-        if p is not None and p[0] == layer and p[1] == expert and cache.resident.item(*p[2]) \
-                and not cache.pinned.item(p[2][0]):
-            v = p[2]
-        else:
+        p, v = self._planned, None
+        if p is not None:       # the victim next_transfer found for this very pick, still valid
+            self._planned = None
+            if p[0] == layer and p[1] == expert:
+                vl, ve = v = p[2]
+                if not cache.resident.item(vl, ve) or cache.pinned.item(vl):
+                    v = None
+        if v is None:
             v = self._find_victim(cache)
-        if v is not None:
-            self.tree.remove(*v)
-            self.n_victims += 1
+            if v is None:
+                return None
+        self.tree.remove(v[0], v[1])
+        self.n_victims += 1
         return v
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:

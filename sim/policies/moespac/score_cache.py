@@ -88,13 +88,19 @@ class ScoreTree:
             self.set(layer, expert, score)
             return
         self.score[layer, expert] = self.key[layer, expert] = score
-        self._add(score, layer, expert)
+        row = self.bits[score]               # _add, written out (once per landed copy)
+        if not row[layer]:
+            self.layers[score] |= 1 << layer
+        row[layer] |= 1 << expert
 
     def remove(self, layer: int, expert: int) -> None:
         """The expert was evicted: its slot is empty (-1)."""
         k = self.key.item(layer, expert)
         if k >= 0:
-            self._drop(k, layer, expert)
+            row = self.bits[k]               # _drop, written out (once per victim)
+            m = row[layer] = row[layer] & ~(1 << expert)
+            if not m:
+                self.layers[k] &= ~(1 << layer)
             self.score[layer, expert] = self.key[layer, expert] = -1
 
     def set(self, layer: int, expert: int, score: int) -> None:
@@ -144,13 +150,14 @@ class ScoreTree:
                blocked: np.ndarray) -> tuple[int, int] | None:
         """The resident expert to evict: true score < ``tau[its layer]``, its layer neither pinned
         here nor ``blocked`` (the executor's pins); None if no expert may go."""
+        layers, cyclic = self.layers, self.order == "cyclic"
         for s in range(min(self.K + 1, tau_max)):
-            if not self.layers[s]:
+            if not layers[s]:
                 continue
-            if self.order == "id":
-                found = self._scan(s, _ascending(self.layers[s]), _ascending, tau, blocked)
-            elif s < tau_min:
+            if cyclic and s < tau_min:      # the common case first
                 found = self._scan_cyclic(s, current, tau, blocked)
+            elif self.order == "id":
+                found = self._scan(s, _ascending(self.layers[s]), _ascending, tau, blocked)
             else:
                 found = self._cyclic_layers(s, tau, current, blocked)
             if found is not None:
@@ -172,7 +179,7 @@ class ScoreTree:
         for l in layers:
             if pinned[l]:
                 continue
-            ok = s < tau[l] and not blocked[l]
+            ok = s < tau[l] and not blocked.item(l)
             for e in experts(row[l]):
                 if score.item(l, e) != s:
                     lagging.append((l, e))
@@ -198,7 +205,7 @@ class ScoreTree:
                 part ^= 1 << l
                 if pinned[l]:
                     continue
-                ok = s < tau[l] and not blocked[l]
+                ok = s < tau[l] and not blocked.item(l)
                 m = row[l]
                 while m:
                     e = m.bit_length() - 1

@@ -5,6 +5,7 @@ optional columns the report uses when present).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ SETTING = ("model", "hardware", "cache_ratio", "gen_tokens")   # shown in the no
 HIDDEN_SETTING = ("model_spec", "hardware_spec", "gen_tokens_asked", "prompt_tokens", "context", "seed",
                   "code_version")                                # also part of a setting when present
 
+MACHINE_FIELDS = ("name", "parts", "cpu_threads", "vram_gib")   # a machine, whatever runtime runs on it
 MAIN_EXPERIMENTS = ("paper_qwen3",)
 PAPER_GAMMA = 8
 
@@ -57,9 +59,27 @@ class Slice:
 
 
 def _setting(df: pd.DataFrame) -> pd.Series:
-    """One string per row naming its setting: the shown columns plus every hidden identity column present."""
+    """One string per row naming its setting: the shown columns plus every hidden identity column
+    present, the machine without its runtime (:func:`machine_of`)."""
     cols = list(SETTING) + [c for c in HIDDEN_SETTING if c in df.columns]
-    return df[cols].map(str).agg(" | ".join, axis=1)
+    shown = df[cols].map(str)
+    if "hardware_spec" in shown.columns:
+        shown["hardware_spec"] = shown["hardware_spec"].map(machine_of)
+    return shown.agg(" | ".join, axis=1)
+
+
+def machine_of(hardware_spec: str) -> str:
+    """The machine of a row's ``hardware_spec`` without what its runtime adds: the composition's
+    parts (datasheet presets; an overridden field shows in a part's label), the engine's CPU
+    threads and the VRAM. Systems built on different runtimes (llama.cpp, kTransformers, HF) on one
+    machine are one setting; a spec without parts (older rows) is compared whole."""
+    try:
+        spec = json.loads(hardware_spec)
+    except (TypeError, ValueError):
+        return str(hardware_spec)
+    if not isinstance(spec, dict) or "parts" not in spec:
+        return str(hardware_spec)
+    return json.dumps({k: spec.get(k) for k in MACHINE_FIELDS}, sort_keys=True)
 
 
 def _varying(rows: pd.DataFrame, cols) -> list[str]:

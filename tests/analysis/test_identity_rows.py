@@ -1,4 +1,6 @@
 """The report never averages rows that differ in an identity field (QA cases G10, I4)."""
+import json
+
 import pandas as pd
 import pytest
 
@@ -19,6 +21,21 @@ def test_two_machines_are_grouped_apart_and_the_note_says_why():                
     s = main_slice(df)
     assert set(s.rows["hardware"]) == {"rtx4090_pcie4"} and len(s.rows) == 3
     assert "1 other settings of this experiment left out; they differ in hardware, hardware_spec" in s.note
+
+
+def test_systems_on_different_runtimes_of_one_machine_are_one_setting():
+    """llama.cpp and kTransformers rows of one machine differ in runtime fields, not in the machine."""
+    parts = {"gpu": "rtx4090", "host": "desktop_ddr5_2ch", "link": "pcie4_x16"}
+    spec = lambda runtime, eff: json.dumps({"name": "rtx4090_pcie4", "parts": parts, "cpu_threads": 8,  # noqa: E731
+                                            "vram_gib": 24.0, "runtime": runtime, "cpu_mem_eff": eff})
+    a = _rows(spec=spec("llama_cpp", 0.68))
+    b = [dict(row("default", "hybrimoe", "gsm8k"), hardware_spec=spec("ktransformers", 0.66), run_id="k")]
+    other = [dict(row("default", "hybrimoe", "qa"), run_id="o",
+                  hardware_spec=json.dumps({"name": "x", "parts": {**parts, "host": "desktop_ddr4_2ch"},
+                                            "cpu_threads": 8, "vram_gib": 24.0}))]
+    s = main_slice(pd.DataFrame(a + b + other))
+    assert set(s.rows["policy"]) == {"moespac", "llamacpp_sd", "hybrimoe"} and len(s.rows) == 3
+    assert "1 other settings" in s.note
 
 
 def test_rows_of_one_policy_and_workload_that_differ_are_refused():

@@ -32,11 +32,6 @@ def figure(width: float = 7.5, height: float = 4.5):
 
 def save(fig, path: str | Path) -> Path:
     """Write ``fig`` as a PNG (creating folders) and close it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    from traces.atomic import atomic_write_bytes
+    from traces.atomic import save_png
 
-    atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=130))
-    plt.close(fig)
-    return path
+    return save_png(fig, path, dpi=130)

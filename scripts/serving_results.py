@@ -10,7 +10,6 @@ per-request tok/s for B = 1, 2, 4, 8 concurrent requests on the paper's machine.
 from __future__ import annotations
 
 import argparse
-import io
 from pathlib import Path
 
 from tqdm import tqdm
@@ -83,7 +82,7 @@ def figure(path: Path, ttft: list[dict], cross: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from traces.atomic import atomic_write_bytes
+    from traces.atomic import save_png
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
     for i, hw in enumerate(cross):
@@ -104,12 +103,7 @@ def figure(path: Path, ttft: list[dict], cross: dict) -> None:
     for ax in (a, b):
         ax.title.set_fontsize(9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    data = buf.getvalue()
-    atomic_write_bytes(path, lambda f: f.write(data))
+    save_png(fig, path, dpi=110)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from traces.atomic import save_png
 from traces.io import atomic_write_bytes
 
 LANES = ("GPU", "CPU", "PCIe")
@@ -43,9 +44,4 @@ def gantt_png(events: list, path: str | Path, until_s: float | None = None, titl
     ax.set_xlabel("simulated time (ms)")
     ax.set_xlim(0, until_s * 1e3)
     ax.set_title(title or "busy intervals per resource")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=120))
-    plt.close(fig)
-    return path
+    return save_png(fig, path, dpi=120)

@@ -162,3 +162,16 @@ def writer_lock(path: str | os.PathLike, what: str = "results"):
         yield lock
     finally:
         os.close(fd)
+
+
+def save_png(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Write a matplotlib figure as a PNG the atomic way (folders created, the umask's mode), after
+    ``tight_layout``, and close it: every figure of the project goes through here."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
+    plt.close(fig)
+    return path

@@ -33,8 +33,6 @@ def plot_stats(st: dict, curves: dict, path: str | os.PathLike) -> None:
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=8)
     fig.suptitle(f"{st['model']} / {st['workload']} ({st['source']}, {st['tokens']} tokens)")
-    fig.tight_layout()
-    from traces.atomic import atomic_write_bytes
+    from traces.atomic import save_png
 
-    atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=120))
-    plt.close(fig)
+    save_png(fig, path, dpi=120)

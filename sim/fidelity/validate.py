@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traces.atomic import save_png
 from sim.fidelity.points import Point, PointsFile, load_points, point_runtime, run_kwargs
 
 DEFAULT_GEN = 64
@@ -97,11 +98,7 @@ def scatter_png(df: pd.DataFrame, path: Path, title: str) -> None:
     ax.fill_between(xs, xs * 0.7, xs * 1.3, color="0.85", zorder=0, label="±30%")
     ax.set(xscale="log", yscale="log", xlabel="measured tok/s", ylabel="predicted tok/s", title=title)
     ax.legend(fontsize=6, loc="upper left")
-    fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
+    save_png(fig, path, dpi=120)
 
 
 def _group_table(df: pd.DataFrame, key: str) -> str:

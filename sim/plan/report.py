@@ -18,6 +18,7 @@ from sim.memory_plan import GIB
 from sim.paths import CONF_DIR
 from sim.plan.enumerate import Candidate
 from sim.plan.evaluate import vram_used
+from traces.atomic import save_png
 from traces.io import atomic_write_bytes
 
 REPO = CONF_DIR.parent
@@ -145,9 +146,4 @@ def figure(path: Path, cands: list[Candidate], title: str, measured: tuple | Non
         ax2.axvline(max(c.value for c in kt) + 0.5, color="C2", ls="--", lw=1)
         ax2.set(xlabel="--kt-num-gpu-experts K (per layer; dashed: VRAM limit)", ylabel="predicted tok/s",
                 title="kTransformers, frequency placement")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    data = buf.getvalue()
-    atomic_write_bytes(path, lambda f: f.write(data))
+    save_png(fig, path, dpi=110)

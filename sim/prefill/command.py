@@ -98,7 +98,7 @@ def figure(path, rows, cross, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from traces.atomic import atomic_write_bytes
+    from traces.atomic import save_png
 
     x = [r.ubatch for r in rows]
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -111,9 +111,4 @@ def figure(path, rows, cross, title: str) -> None:
            title=title)
     ax.title.set_fontsize(9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    data = buf.getvalue()
-    atomic_write_bytes(path, lambda f: f.write(data))
+    save_png(fig, path, dpi=110)

@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from traces.atomic import save_png
 from tqdm import tqdm
 
 from sim.runner import run_one
@@ -139,6 +141,4 @@ def figure(b: BreakEven, path, title: str = "", draft_ratio: float | None = None
     ax.set_xlabel("draft acceptance (first position)")
     ax.set_ylabel("draft cost ratio (draft decode / AR token)")
     ax.set_title(title or "when speculation pays (numbers: best gamma)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)

@@ -18,10 +18,10 @@ from traces.settings_diff import differing_keys
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
             "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch",
-            "prefill_rule", "prefill_threshold", "batch", "stagger")
+            "prefill_rule", "prefill_threshold", "batch", "stagger", "equal_vram")
 SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance", "quant",
               "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule",
-              "prefill_threshold", "batch", "stagger")
+              "prefill_threshold", "batch", "stagger", "equal_vram")
 SPEC_GROUPS = ("hardware", "model", "draft")
 EXPERIMENT_KEYS = ("name", "policies", "workloads", "grid", "description")
 VOLATILE = ("out", "n_jobs", "resume", "append", "timeline", "format", "backend", "ray_address")   # do not change a run's numbers

@@ -14,7 +14,7 @@ from sim.user_input import RULES, check
 
 AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draft", "acceptance", "runtime", "quant",
         "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule", "prefill_threshold",
-        "batch", "stagger")
+        "batch", "stagger", "equal_vram")
 
 
 def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:

@@ -66,3 +66,15 @@ def test_multirun_with_joblib_launcher(tmp_path):
     assert len(files) == 2
     ratios = sorted(pd.read_parquet(f).cache_ratio.iloc[0] for f in files)
     assert ratios == [0.1, 0.17]
+
+
+def test_equal_vram_gives_an_autoregressive_run_the_drafts_vram(tmp_path):
+    """``equal_vram=true`` on the command line: the AR policy's slots grow by what the draft would use."""
+    rows = {}
+    for flag in ("false", "true"):
+        p = sim("run", "policy=hybrimoe", "gen_tokens=8", f"equal_vram={flag}", f"out={tmp_path / flag}")
+        assert p.returncode == 0, p.stderr
+        rows[flag] = pd.read_parquet(tmp_path / flag / "results.parquet").iloc[0]
+    assert rows["true"].n_slots > rows["false"].n_slots and rows["true"].run_id != rows["false"].run_id
+    p = sim("run", "policy=hybrimoe", "equal_vram=maybe", f"out={tmp_path / 'bad'}")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "equal_vram" in p.stderr

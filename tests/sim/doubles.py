@@ -31,6 +31,18 @@ def tiny_specs(n_layers=2, n_experts=3, top_k=1):
     return hw, m, d
 
 
+# The round-number machine of the exact-timeline tests on the real cost model (PCIe latency 10 us,
+# 1 GB/s link, 4 GB/s GPU, 0.4 GB/s CPU); tests vary a field with dataclasses.replace.
+ROUND_HW = HardwareSpec(name="round", gpu="toy", vram_gib=1, gpu_mem_bw_gbs=4, gpu_mem_eff=1, gpu_tflops=1,
+                        gpu_flops_eff=1, gpu_kernel_us=1, pcie_h2d_gbs=1, pcie_latency_us=10, cpu="toy",
+                        cpu_mem_bw_gbs=0.4, cpu_mem_eff=1, cpu_tflops=1, cpu_flops_eff=1, cpu_threads=1,
+                        cpu_expert_us=0, layer_sync_us=5, step_overhead_us=4, reserved_gib=0)
+ROUND_MODEL = ModelSpec(name="round", n_layers=2, n_dense_layers=0, n_experts=3, top_k=1, n_shared_experts=0,
+                        hidden=8, moe_intermediate=8, expert_params=20000, non_expert_params=0,
+                        attn_params_per_layer=1976, lm_head_params=2000, kv_bytes_per_token=32)
+NO_DRAFT = DraftSpec(name="none", params=0, bytes_per_param=0, n_layers=0, kv_bytes_per_token=0)
+
+
 @dataclass(frozen=True)
 class RoundCosts(CostModel):
     """Fixed round costs: attention 2 us/layer, step fixed 1 us, draft 7 us/token, sync from hw."""

@@ -13,22 +13,14 @@ KV 32 B/token, prompt 250 tokens. Hence, for one token:
 """
 import pytest
 
-from sim.config import DraftSpec, HardwareSpec, ModelSpec
 from sim.cost_model import CostModel
 from sim.engine import Engine
 from sim.policies import make_policy
-from tests.sim.doubles import FetchFIFO, context_for, make_cache, toy_trace
+from tests.sim.doubles import NO_DRAFT, ROUND_HW, ROUND_MODEL, FetchFIFO, context_for, make_cache, toy_trace
 from traces.windows import build_schedule
 
 US = 1e-6
-HW = HardwareSpec(name="round", gpu="toy", vram_gib=1, gpu_mem_bw_gbs=4, gpu_mem_eff=1, gpu_tflops=1,
-                  gpu_flops_eff=1, gpu_kernel_us=1, pcie_h2d_gbs=1, pcie_latency_us=10, cpu="toy",
-                  cpu_mem_bw_gbs=0.4, cpu_mem_eff=1, cpu_tflops=1, cpu_flops_eff=1, cpu_threads=1,
-                  cpu_expert_us=0, layer_sync_us=5, step_overhead_us=4, reserved_gib=0)
-MODEL = ModelSpec(name="round", n_layers=2, n_dense_layers=0, n_experts=3, top_k=1, n_shared_experts=0,
-                  hidden=8, moe_intermediate=8, expert_params=20000, non_expert_params=0,
-                  attn_params_per_layer=1976, lm_head_params=2000, kv_bytes_per_token=32)
-NO_DRAFT = DraftSpec(name="none", params=0, bytes_per_param=0, n_layers=0, kv_bytes_per_token=0)
+HW, MODEL = ROUND_HW, ROUND_MODEL
 
 
 def simulate(policy, experts, n_slots):

@@ -9,27 +9,23 @@ on random routings with realistic costs (PCIe latency 10 us, the cost model's ow
 import json
 import math
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import simpy
 
-from sim.config import DraftSpec, HardwareSpec, ModelSpec
+from sim.config import DraftSpec
 from sim.cost_model import CostModel
 from sim.engine import Engine
 from sim.expert_cache import ExpertCache
 from sim.link import timeout_at
 from sim.policies import make_policy
 from sim.protocol import build_context, routing_counts
-from tests.sim.doubles import toy_trace
+from tests.sim.doubles import ROUND_HW, ROUND_MODEL, toy_trace
 from traces.windows import build_schedule
 
-HW = HardwareSpec(name="round", gpu="toy", vram_gib=1, gpu_mem_bw_gbs=4, gpu_mem_eff=1, gpu_tflops=1,
-                  gpu_flops_eff=1, gpu_kernel_us=1, pcie_h2d_gbs=1, pcie_latency_us=10, cpu="toy",
-                  cpu_mem_bw_gbs=0.4, cpu_mem_eff=1, cpu_tflops=1, cpu_flops_eff=1, cpu_threads=1,
-                  cpu_expert_us=0, layer_sync_us=5, step_overhead_us=4, reserved_gib=0)
-MODEL = ModelSpec(name="round", n_layers=3, n_dense_layers=0, n_experts=8, top_k=2, n_shared_experts=0,
-                  hidden=8, moe_intermediate=8, expert_params=20000, non_expert_params=0,
-                  attn_params_per_layer=1976, lm_head_params=2000, kv_bytes_per_token=32)
+HW, MODEL = ROUND_HW, replace(ROUND_MODEL, n_layers=3, n_experts=8, top_k=2)
 DRAFT = DraftSpec(name="round_draft", params=30000, bytes_per_param=2, n_layers=2, kv_bytes_per_token=16)
 POLICIES = ["moespac", "moespac_no_estimator", "moespac_no_balancer", "moespac_static", "moespac_sync",
             "moespac_ar", "sp_moe", "fate", "hybrimoe", "mixtral_offload", "moe_infinity", "oracle",

@@ -16,24 +16,20 @@ host overhead 4 us per forward. Model: 2 MoE layers x 4 experts (top-2) of 20k f
 """
 import itertools
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from sim.config import DraftSpec, HardwareSpec, ModelSpec
 from sim.cost_model import CostModel
 from sim.prefill.costs import PrefillCosts
 from sim.prefill.decision import CostOptimal, TokenThreshold, make_rule
 from sim.prefill.phase import simulate_prefill
+from tests.sim.doubles import NO_DRAFT, ROUND_HW, ROUND_MODEL
 
 US = 1e-6
-HW = HardwareSpec(name="round", gpu="toy", vram_gib=1, gpu_mem_bw_gbs=4, gpu_mem_eff=1, gpu_tflops=1,
-                  gpu_flops_eff=1, gpu_kernel_us=1, pcie_h2d_gbs=1, pcie_latency_us=10, cpu="toy",
-                  cpu_mem_bw_gbs=0.4, cpu_mem_eff=1, cpu_tflops=0.0004, cpu_flops_eff=1, cpu_threads=1,
-                  cpu_expert_us=0, layer_sync_us=5, step_overhead_us=4, reserved_gib=0)
-MODEL = ModelSpec(name="round", n_layers=2, n_dense_layers=0, n_experts=4, top_k=2, n_shared_experts=0,
-                  hidden=8, moe_intermediate=8, expert_params=20000, non_expert_params=0,
-                  attn_params_per_layer=1968, lm_head_params=2000, kv_bytes_per_token=0)
-NO_DRAFT = DraftSpec(name="none", params=0, bytes_per_param=0, n_layers=0, kv_bytes_per_token=0)
+HW = replace(ROUND_HW, cpu_tflops=0.0004)
+MODEL = replace(ROUND_MODEL, n_experts=4, top_k=2, attn_params_per_layer=1968, kv_bytes_per_token=0)
 # 4 prompt tokens x 2 layers x top-2; micro-batches of 2 tokens
 PROMPT = np.array([[[0, 1], [3, 1]], [[0, 2], [3, 1]],      # micro-batch 0
                    [[0, 1], [2, 3]], [[0, 1], [0, 3]]], dtype=np.int16)   # micro-batch 1

@@ -36,14 +36,6 @@ import numpy as np
 ORDERS = ("id", "cyclic")
 
 
-def _ascending(mask: int):
-    """Set bit positions of ``mask``, lowest first."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
-
-
 def _descending(mask: int):
     """Set bit positions of ``mask``, highest first."""
     while mask:
@@ -154,10 +146,11 @@ class ScoreTree:
         for s in range(min(self.K + 1, tau_max)):
             if not layers[s]:
                 continue
-            if cyclic and s < tau_min:      # the common case first
-                found = self._scan_cyclic(s, current, tau, blocked)
+            if cyclic and s < tau_min:      # the common case first: layers current..0, then L-1..current+1
+                below = (2 << current) - 1
+                found = self._scan(s, (layers[s] & below, layers[s] & ~below), True, tau, blocked)
             elif self.order == "id":
-                found = self._scan(s, _ascending(self.layers[s]), _ascending, tau, blocked)
+                found = self._scan(s, (layers[s],), False, tau, blocked)
             else:
                 found = self._cyclic_layers(s, tau, current, blocked)
             if found is not None:
@@ -171,44 +164,24 @@ class ScoreTree:
         yield from _descending(mask & below)
         yield from _descending(mask & ~below)
 
-    def _scan(self, s: int, layers, experts, tau: list, blocked: np.ndarray):
-        """Walk bucket ``s`` (layers in the given order, each layer's experts by ``experts``);
-        lagging keys are re-keyed after the walk."""
+    def _scan(self, s: int, parts: tuple, high_first: bool, tau: list, blocked: np.ndarray):
+        """Walk bucket ``s``: the layers of each mask of ``parts`` in turn, and each layer's
+        experts, highest bit first (``cyclic`` order) or lowest first (``id`` order); the first
+        expert whose true score is still ``s`` in an eligible layer is the victim. Lagging keys met
+        on the way are re-keyed after the walk. Written without generators: this is the per-copy
+        victim search."""
         pinned, score, row = self.pinned, self.score, self.bits[s]
         lagging, found = [], None
-        for l in layers:
-            if pinned[l]:
-                continue
-            ok = s < tau[l] and not blocked.item(l)
-            for e in experts(row[l]):
-                if score.item(l, e) != s:
-                    lagging.append((l, e))
-                elif ok:
-                    found = (l, e)
-                    break
-            if found is not None:
-                break
-        for l, e in lagging:
-            self._rekey(l, e, score.item(l, e))
-        return found
-
-    def _scan_cyclic(self, s: int, current: int, tau: list, blocked: np.ndarray):
-        """:meth:`_scan` of bucket ``s`` in cyclic layer order, largest expert first, written out
-        without generators (the per-copy victim search of the ``cyclic`` order): the same keys
-        met in the same order, lagging keys re-keyed after the walk."""
-        pinned, score, row, mask = self.pinned, self.score, self.bits[s], self.layers[s]
-        below = (2 << current) - 1
-        lagging, found = [], None
-        for part in (mask & below, mask & ~below):
+        for part in parts:
             while part and found is None:
-                l = part.bit_length() - 1
+                l = part.bit_length() - 1 if high_first else (part & -part).bit_length() - 1
                 part ^= 1 << l
                 if pinned[l]:
                     continue
                 ok = s < tau[l] and not blocked.item(l)
                 m = row[l]
                 while m:
-                    e = m.bit_length() - 1
+                    e = m.bit_length() - 1 if high_first else (m & -m).bit_length() - 1
                     m ^= 1 << e
                     if score.item(l, e) != s:
                         lagging.append((l, e))

@@ -151,7 +151,7 @@ class MoESpAc(Policy):
 
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
-        tree, queue, b = self.tree, self.queue, self.bal
+        tree, queue = self.tree, self.queue
         resident, inflight, pop, min_pop = cache.resident, cache.inflight, queue.pop, self.min_pop
         while True:
             item = pop(min_pop)
@@ -167,7 +167,7 @@ class MoESpAc(Policy):
                 continue
             if cache.n_used < cache.n_slots:
                 return l, e
-            v = tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)   # _find_victim
+            v = self._find_victim(cache)
             if v is None:
                 queue.push_front(l, e, lv)
                 self.n_waits += 1

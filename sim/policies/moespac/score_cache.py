@@ -80,19 +80,13 @@ class ScoreTree:
             self.set(layer, expert, score)
             return
         self.score[layer, expert] = self.key[layer, expert] = score
-        row = self.bits[score]               # _add, written out (once per landed copy)
-        if not row[layer]:
-            self.layers[score] |= 1 << layer
-        row[layer] |= 1 << expert
+        self._add(score, layer, expert)
 
     def remove(self, layer: int, expert: int) -> None:
         """The expert was evicted: its slot is empty (-1)."""
         k = self.key.item(layer, expert)
         if k >= 0:
-            row = self.bits[k]               # _drop, written out (once per victim)
-            m = row[layer] = row[layer] & ~(1 << expert)
-            if not m:
-                self.layers[k] &= ~(1 << layer)
+            self._drop(k, layer, expert)
             self.score[layer, expert] = self.key[layer, expert] = -1
 
     def set(self, layer: int, expert: int, score: int) -> None:

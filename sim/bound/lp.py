@@ -91,8 +91,7 @@ def _uses(counts: np.ndarray):
 def decode_bound(cost: CostModel, sched, n_slots: int, context0: int = 256, integer: bool = False,
                  time_limit: float = 600.0) -> Bound:
     """The LP (or MILP) lower bound on the decode time of ``sched`` with ``n_slots`` slots."""
-    S, L, _ = sched.counts.shape
-    S = sched.n_steps
+    S, L = sched.n_steps, sched.counts.shape[1]
     counts = sched.counts[:S]
     P = S * L
     fixed = fixed_times(cost, sched, context0)
@@ -100,9 +99,8 @@ def decode_bound(cost: CostModel, sched, n_slots: int, context0: int = 256, inte
     U = len(pos)
     g_tab, c_tab = cost.gpu_expert_table(), cost.cpu_expert_table()
     g, c = g_tab[n], c_tab[n]
-    tau = cost.expert_bytes / (cost.hw.pcie_h2d_gbs * GB)
-    if cost.hw.tables and "transfer_us" in cost.hw.tables:
-        tau = cost.transfer_s()
+    tau = (cost.transfer_s() if cost.hw.tables and "transfer_us" in cost.hw.tables
+           else cost.expert_bytes / (cost.hw.pcie_h2d_gbs * GB))
     sync = cost.layer_sync_s()
     # variable blocks: uses (5 each), then per position E, z, o, F, T
     iu = lambda k: np.arange(U) * N_USE_VARS + k  # noqa: E731

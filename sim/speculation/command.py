@@ -54,12 +54,12 @@ def breakeven_command(cfg: DictConfig) -> dict:
     c = check(cfg)
     out = Path(c["out"])
     args = {k: c[k] for k in ("workload", "cache_ratio", "gen_tokens", "seed", "prompt_tokens", "context")}
-    args.update(_specs(cfg), experiment="breakeven")
+    specs = _specs(cfg)
+    args.update(specs, experiment="breakeven")
     b = breakeven(args, c["ar_policies"], c["sd_policies"], [float(a) for a in c["acceptances"]],
                   int(c["gamma_min"]), int(c["gamma_max"]), c["ratios"] if c["map"] else None,
                   bool(c["equal_vram"]))
     hw = config.hardware(args["hardware"], runtime=args["runtime"], default_runtime=policy_runtime(c["sd_policies"][0]))
-    specs = _specs(cfg)
     cost = CostModel(hw, config.model(specs["model"]), config.draft(specs["draft"]))
     ratio = cost.draft_token_s(c["prompt_tokens"] + c["gen_tokens"] // 2) / b.ar_token_s
     print(report(b, ratio))

@@ -103,7 +103,7 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     from sim import serving
     opts = serving.ServingOptions(bool(prefill), int(ubatch), str(prefill_rule), int(prefill_threshold), int(batch),
                                   int(stagger))
-    serving.check(opts, trace is not None)
+    serving.check(opts, trace is not None, policy, pol.adaptive_gamma, int(prompt_tokens))
     ident.update(serving.identity_keys(opts))
     return Resolved(hw, m, d, pol, g, workload, acc, trace, plan, float(cache_ratio), ident, opts)
 

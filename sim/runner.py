@@ -18,7 +18,6 @@ from sim.memory_plan import MemoryPlan
 from sim.prefill.handoff import land_prefill_copies
 from sim.policies import make_policy  # noqa: F401  (sim.runner.make_policy is patched by tests)
 from sim.protocol import build_context, policy_cost_model, routing_counts, table_context
-from sim.user_input import UserInputError
 from traces.errors import TraceError
 from traces.schema import Trace
 from traces.windows import Schedule, build_schedule
@@ -161,9 +160,6 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
         or schedule(trace, key, g, gen_tokens, acc, seed)
     opts, batched, mean_acc = r.serving, None, None
     if opts.batch > 1:
-        if pol.adaptive_gamma:
-            raise UserInputError(f"batch={opts.batch}: policy {policy} chooses each step's draft length, "
-                                 "which batched decoding does not model yet; use batch=1")
         batched, mean_acc = serving.batch_schedule(key, g, gen_tokens, acc, seed, opts.batch, opts.stagger)
         sched = batched.schedule
     cost = serving.widen(policy_cost_model(pol, hw, m, d, g, plan.n_slots), sched)

@@ -39,8 +39,10 @@ def identity_keys(opts: ServingOptions) -> dict:
     return {k: given[k] for k in keys}
 
 
-def check(opts: ServingOptions, trace_given: bool) -> None:
-    """Refuse combinations not modelled (one line each)."""
+def check(opts: ServingOptions, trace_given: bool, policy: str = "", adaptive_gamma: bool = False,
+          prompt_tokens: int = 1) -> None:
+    """Refuse combinations not modelled (one line each), when a run is resolved: a sweep stops at a
+    bad point before any run."""
     from sim.prefill.decision import RULES
     from sim.user_input import UserInputError
 
@@ -51,6 +53,11 @@ def check(opts: ServingOptions, trace_given: bool) -> None:
                              "with trace=FILE use batch=1 (synthetic workloads draw one trace per request)")
     if opts.stagger and opts.batch == 1:
         raise UserInputError(f"stagger={opts.stagger}: arrivals need concurrent requests; give batch=2..64")
+    if opts.batch > 1 and adaptive_gamma:
+        raise UserInputError(f"batch={opts.batch}: policy {policy} chooses each step's draft length, "
+                             "which batched decoding does not model yet; use batch=1")
+    if opts.prefill and prompt_tokens <= 0:
+        raise UserInputError(f"prompt_tokens={prompt_tokens}: prefill=true needs a prompt of at least 1 token")
     if opts.stagger and opts.prefill:
         raise UserInputError(f"stagger={opts.stagger} with prefill=true: a late request's prefill would "
                              "interleave with the others' decode, which is not modelled; use stagger=0")
@@ -83,9 +90,6 @@ def run_prefill(opts: ServingOptions, policy, policy_name: str, cost, m, workloa
     from sim.prefill.phase import simulate_prefill
     from sim.prefill.routing import prompt_routing
 
-    if prompt_tokens <= 0:
-        from sim.user_input import UserInputError
-        raise UserInputError("prompt_tokens=0: prefill=true needs a prompt of at least 1 token")
     resident = np.zeros((m.n_layers, m.n_experts), dtype=bool)
     for layer, expert in policy.initial_residency():
         resident[int(layer), int(expert)] = True

@@ -65,20 +65,31 @@ class Setting:
     def gamma_of(self, speculative: bool) -> int:
         return int(self.gamma) if speculative else 0
 
-    def schedule(self, gamma: int) -> Schedule:
-        """The decode steps for ``gamma`` (memoised for synthetic traces, as in :func:`sim.runner.run_one`)."""
+    def trace_key(self, gamma: int) -> tuple | None:
+        """The synthetic trace's memo key for ``gamma`` (None when the plan runs on ``trace``)."""
+        if self.trace is not None:
+            return None
         m = self.spec
-        trace, key = self.trace, None
-        if trace is None:
-            key = (m.name, self.workload, self.gen_tokens + gamma + 1, self.seed, routing_shape(m))
-            trace = synthetic_trace(*key)
+        return (m.name, self.workload, self.gen_tokens + gamma + 1, self.seed, routing_shape(m))
+
+    def trace_for(self, gamma: int) -> Trace:
+        """The routing every placement is priced on: the user's trace, or the synthetic one."""
+        key = self.trace_key(gamma)
+        return self.trace if key is None else synthetic_trace(*key)
+
+    def schedule(self, gamma: int) -> Schedule:
+        """The decode steps for ``gamma``, built once per plan (every engine's table shares them)."""
+        if ("schedule", gamma) in self._cache:
+            return self._cache[("schedule", gamma)]
         from sim.speculation.fair import run_acceptance
         from sim.speculation.schedule import speculative_schedule
 
-        d = self.draft_spec(gamma > 0)
+        trace, key, d = self.trace_for(gamma), self.trace_key(gamma), self.draft_spec(gamma > 0)
         acc = run_acceptance(self.workload, d, self.acceptance)   # the draft preset's, as a run's
-        return (speculative_schedule(trace, False, gamma, self.gen_tokens, acc, self.seed, d, None)
-                or schedule(trace, key, gamma, self.gen_tokens, acc, self.seed))
+        sched = (speculative_schedule(trace, False, gamma, self.gen_tokens, acc, self.seed, d, None)
+                 or schedule(trace, key, gamma, self.gen_tokens, acc, self.seed))
+        self._cache[("schedule", gamma)] = sched
+        return sched
 
     def memory(self, policy: str, n_slots: int, cpu_layers: int = 0) -> MemoryPlan:
         """The VRAM plan of ``n_slots`` expert slots under ``policy``, with ``cpu_layers`` MoE layers
@@ -126,6 +137,7 @@ class StaticTable:
         self.parts = self._fixed_parts(setting.prompt_tokens)
         self.fixed_s = self.parts["draft"] + self.parts["head_gpu"] + m.n_layers * self.parts["attn_gpu"]
         self.tokens = int(self.sched.produced.sum())
+        self._whole = None
 
     def _fixed_parts(self, context: int) -> dict:
         """Seconds of the whole run that no expert placement changes, by part: the draft, the
@@ -172,24 +184,22 @@ class StaticTable:
                 + float(on_cpu[:c].sum()) + float(on_gpu[c:].sum()))
 
     def whole_layer_s(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per layer: seconds with all its experts on the GPU, and with all on the CPU."""
-        L, E = self.gpu.shape[1:]
-        return self.layer_s(np.ones((L, E), bool)), self.layer_s(np.zeros((L, E), bool))
+        """Per layer: seconds with all its experts on the GPU, and with all on the CPU (computed
+        once per table: every whole-layer placement is priced from these two vectors)."""
+        if self._whole is None:
+            L, E = self.gpu.shape[1:]
+            self._whole = self.layer_s(np.ones((L, E), bool)), self.layer_s(np.zeros((L, E), bool))
+        return self._whole
 
     def policy_mask(self, n_slots: int, **policy_args) -> np.ndarray:
         """The GPU mask the policy places in ``n_slots`` slots (its own ``initial_residency``)."""
         m, s = self.setting.spec, self.setting
         pol = make_policy(self.policy, **policy_args)
         ctx = build_context(pol, self.cost, n_slots, self.gamma, table_context(s.prompt_tokens, s.gen_tokens),
-                            seed=s.seed, profile=_profile(pol, m, s.seed, self._trace()))
+                            seed=s.seed, profile=_profile(pol, m, s.seed, self.setting.trace_for(self.gamma)))
         pol.reset(ctx, None)
         mask = np.zeros((m.n_layers, m.n_experts), bool)
         for layer, expert in pol.initial_residency():
             mask[layer, expert] = True
         return mask
 
-    def _trace(self) -> Trace:
-        s, m = self.setting, self.setting.spec
-        if s.trace is not None:
-            return s.trace
-        return synthetic_trace(m.name, s.workload, s.gen_tokens + self.gamma + 1, s.seed, routing_shape(m))

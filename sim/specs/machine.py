@@ -190,6 +190,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
                _part(LinkSpec, "link", comp["link"], src))
     rt = runtime.for_kinds(h.kind, g.kind)
     threads = min(int(comp.get("cpu_threads") or h.cores), h.cores)   # the engine's CPU threads (-t N)
+    dram_gbs = host_bandwidth(h, rt.numa_aware)
     labels = [_label(grp, s, s.name) for grp, s in (("gpu", g), ("host", h), ("link", l))]
     name = comp.get("name") or "+".join(labels)
     ref = composition(name) if (CONF_DIR / "hardware" / f"{name}.yaml").exists() else None
@@ -200,7 +201,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         name=name, gpu=g.gpu, vram_gib=g.vram_gib, gpu_mem_bw_gbs=g.mem_bw_gbs, gpu_mem_eff=rt.gpu_mem_eff,
         gpu_tflops=g.fp16_tflops, gpu_flops_eff=rt.gpu_flops_eff, gpu_kernel_us=rt.gpu_kernel_us,
         pcie_h2d_gbs=l.h2d_gbs if rt.copy == "pinned" else l.pageable_gbs, pcie_latency_us=l.latency_us,
-        cpu=h.cpu, cpu_mem_bw_gbs=thread_bandwidth(host_bandwidth(h, rt.numa_aware), threads, core_bandwidth(rt, h), rt.cpu_mem_eff),
+        cpu=h.cpu, cpu_mem_bw_gbs=thread_bandwidth(dram_gbs, threads, core_bandwidth(rt, h), rt.cpu_mem_eff),
         cpu_mem_eff=rt.cpu_mem_eff,
         cpu_tflops=h.fp32_tflops if threads == h.cores else h.fp32_tflops * threads / h.cores, cpu_flops_eff=rt.cpu_flops_eff, cpu_threads=threads,
         cpu_expert_us=rt.cpu_expert_us, layer_sync_us=rt.layer_sync_us, step_overhead_us=rt.step_overhead_us,
@@ -213,7 +214,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         cpu_op_us=rt.cpu_op_us, cpu_ops_per_layer=rt.cpu_ops_per_layer, cpu_kv_eff=rt.cpu_kv_eff,
         sample_us=rt.sample_us, gpu_graph_kernel_us=rt.gpu_graph_kernel_us, cpu_isa=h.isa,
         cpu_dequant_ops=dict(rt.cpu_dequant_ops or {}), cpu_isa_ops_scale=dict(rt.cpu_isa_ops_scale or {}),
-        host_dram_gbs=host_bandwidth(h, rt.numa_aware) * h.dram_sustained_frac)
+        host_dram_gbs=dram_gbs * h.dram_sustained_frac)
     flat.update({k: v for k, v in comp.items() if k not in ("name", "gpu", "host", "link", "runtime", "cpu_threads")
                  and v is not None})
     return flat

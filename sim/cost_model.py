@@ -71,8 +71,13 @@ class CostModel:
         """Microseconds per GPU kernel of the target forward: inside a CUDA graph when ``graphs``
         and the runtime uses graphs, else one launch each (graph replay removes the per-launch
         host cost; NVIDIA "Getting Started with CUDA Graphs")."""
+        return self.forward_kernel_us(self.graphs)
+
+    def forward_kernel_us(self, graphs: bool) -> float:
+        """Microseconds per GPU kernel of a forward run as one CUDA graph (``graphs``, when the
+        runtime uses graphs) or kernel by kernel."""
         hw = self.hw
-        return hw.gpu_graph_kernel_us if self.graphs and hw.gpu_graph_kernel_us > 0 else hw.gpu_kernel_us
+        return hw.gpu_graph_kernel_us if graphs and hw.gpu_graph_kernel_us > 0 else hw.gpu_kernel_us
 
     def cpu_ops_per_weight(self, fmt: str) -> float:
         """FLOP-equivalent CPU vector ops per weight per token of format ``fmt``'s kernel: the
@@ -184,7 +189,7 @@ class CostModel:
             return d.host_us_per_token * US
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
         byts = d.weight_bytes + context * d.kv_bytes_per_token
-        kernel = hw.gpu_graph_kernel_us if hw.gpu_graph_kernel_us > 0 else hw.gpu_kernel_us   # all on the GPU
+        kernel = self.forward_kernel_us(True)   # the draft runs all on the GPU
         return byts / bw + d.n_layers * hw.kernels_per_draft_layer * kernel * US + hw.draft_overhead_us * US
 
     def dram_share(self, cpu_bytes: float, cpu_s: float) -> float:

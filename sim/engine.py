@@ -61,7 +61,7 @@ class Engine:
         self.warm = warm
         self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
                          coalesce=coalesce)
-        self.may_prefetch = type(policy).next_transfer is not Policy.next_transfer
+        self.may_prefetch = policy.prefetches()
 
     # --- running ------------------------------------------------------------------------------
     def run(self):

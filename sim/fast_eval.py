@@ -27,7 +27,7 @@ class PrefetchingPolicyError(ValueError):
 
 def check_supported(policy: Policy) -> None:
     """Raise :class:`PrefetchingPolicyError` unless ``policy`` keeps the default ``next_transfer``."""
-    if type(policy).next_transfer is not Policy.next_transfer:
+    if policy.prefetches():
         raise PrefetchingPolicyError(
             f"policy {policy.name!r} may prefetch (it defines next_transfer); the fast evaluator handles "
             "only policies that never prefetch: use the SimPy engine (sim.engine.Engine, python -m sim run)")

@@ -178,6 +178,16 @@ class Policy(abc.ABC):
         layer waits for the transfer (a FETCH or ``extra_fetch``), False for a prefetch."""
         return None
 
+    @classmethod
+    def prefetches(cls) -> bool:
+        """Whether the policy may queue prefetches (it overrides :meth:`next_transfer`)."""
+        return cls.next_transfer is not Policy.next_transfer
+
+    @classmethod
+    def evicts(cls) -> bool:
+        """Whether the policy keeps an expert cache it evicts from (it overrides :meth:`victim`)."""
+        return cls.victim is not Policy.victim
+
     def victims(self, layer: int, n: int, cache) -> list[tuple[int, int]] | None:
         """A block copy (``Placement.bulk``) of ``layer`` is ``n`` slots short: up to ``n`` victims
         at once, in eviction order. None (the default): ask :meth:`victim` once per expert."""

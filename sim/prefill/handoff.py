@@ -23,7 +23,7 @@ from sim.protocol.plan import DEMAND
 
 def keeps_cache(policy: Policy) -> bool:
     """True for a policy that manages an expert cache (it chooses victims)."""
-    return type(policy).victim is not Policy.victim
+    return policy.evicts()
 
 
 def land_prefill_copies(core: ProtocolCore, last_copied: dict) -> int:

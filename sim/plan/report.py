@@ -64,12 +64,16 @@ def describe(c: Candidate, n_layers: int) -> str:
     return f"{c.policy} ({c.value} expert slots, hit rate {c.extra.get('hit_rate', float('nan')):.0%})"
 
 
+def vram_breakdown(p) -> list[tuple[str, float]]:
+    """A memory plan's VRAM by part, bytes, in the order the printout and the CSV use."""
+    return [("weights", p.non_expert), ("experts", p.n_slots * p.expert_bytes), ("KV", p.kv),
+            ("reserved+workspace", p.workspace + p.reserved), ("draft", p.draft)]
+
+
 def vram_parts(c: Candidate) -> str:
     """VRAM by part, GiB."""
     p = c.plan
-    parts = [("weights", p.non_expert), ("experts", p.n_slots * p.expert_bytes), ("KV", p.kv),
-             ("reserved+workspace", p.workspace + p.reserved), ("draft", p.draft)]
-    body = " + ".join(f"{name} {b / GIB:.2f}" for name, b in parts if b > 0)
+    body = " + ".join(f"{name} {b / GIB:.2f}" for name, b in vram_breakdown(p) if b > 0)
     return f"{vram_used(p) / GIB:.2f} of {p.vram / GIB:.1f} GiB ({body})"
 
 
@@ -100,9 +104,8 @@ def write_csv(path: Path, cands: list[Candidate], inputs: dict) -> None:
     for c in cands:
         p = c.plan
         w.writerow(list(inputs.values()) + [c.engine, c.policy, c.knob, c.value, " ".join(map(str, c.gpu_layers)),
-                   c.runtime, c.gamma, f"{c.tps:.6g}", c.fits, f"{vram_used(p) / GIB:.4f}", f"{p.vram / GIB:.4f}",
-                   f"{p.non_expert / GIB:.4f}", f"{p.n_slots * p.expert_bytes / GIB:.4f}", f"{p.kv / GIB:.4f}",
-                   f"{(p.workspace + p.reserved) / GIB:.4f}", f"{p.draft / GIB:.4f}"])
+                   c.runtime, c.gamma, f"{c.tps:.6g}", c.fits, f"{vram_used(p) / GIB:.4f}", f"{p.vram / GIB:.4f}"]
+                  + [f"{b / GIB:.4f}" for _, b in vram_breakdown(p)])
     data = buf.getvalue().encode()
     atomic_write_bytes(path, lambda f: f.write(data))
 

@@ -105,7 +105,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         return worker()
-    root = Path(os.environ.get("PYTHONPATH", HERE.parents[1]).split(os.pathsep)[0]).resolve()
+    root = Path(os.environ.get("PYTHONPATH", str(HERE.parents[1])).split(os.pathsep)[0]).resolve()
     sys.path.insert(0, str(root))
     from sim.policies.registry import policy_names
 

@@ -162,11 +162,14 @@ class CostModel:
         mem = weight_bytes / bw + kv_bytes / (bw * hw.cpu_kv_eff)
         return max(mem, compute) + hw.cpu_ops_per_layer * hw.cpu_op_us * US
 
-    def step_fixed_s(self, n_tokens: int) -> float:
+    def step_fixed_s(self, n_tokens: int, dense_tokens: int | None = None) -> float:
         """Per target forward: embeddings, dense layers, final norm, lm_head, host overhead, and
-        sampling at each of the ``n_tokens`` verified positions (``sample_us`` each)."""
+        sampling at each of the ``n_tokens`` verified positions (``sample_us`` each). The dense
+        layers see ``dense_tokens`` (default ``n_tokens``): a prefill micro-batch runs them for all
+        its tokens but the lm_head for the last position only."""
         hw = self.hw
-        return self._head_s(n_tokens, hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff, hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
+        return self._head_s(n_tokens, hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff, hw.gpu_tflops * 1e12 * hw.gpu_flops_eff,
+                            dense_tokens=dense_tokens)
 
     def cpu_step_fixed_s(self, n_tokens: int) -> float:
         """:meth:`step_fixed_s` with the output layer and dense layers on the CPU (llama.cpp ``-ngl``
@@ -175,11 +178,11 @@ class CostModel:
         return self._head_s(n_tokens, hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff, hw.cpu_tflops * 1e12 * hw.cpu_flops_eff,
                             self.cpu_ops_per_weight(self.model.dense_quant))
 
-    def _head_s(self, n_tokens: int, bw: float, rate: float, ops: float = 2.0) -> float:
+    def _head_s(self, n_tokens: int, bw: float, rate: float, ops: float = 2.0, dense_tokens: int | None = None) -> float:
         hw, m = self.hw, self.model
         dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * m.dense_intermediate)
         lm = (m.lm_head_params + dense) * m.bytes_per_param
-        flops = ops * n_tokens * (m.lm_head_params + dense)
+        flops = ops * (n_tokens * m.lm_head_params + (n_tokens if dense_tokens is None else dense_tokens) * dense)
         return max(lm / bw, flops / rate) + hw.step_overhead_us * US + n_tokens * hw.sample_us * US
 
     def draft_token_s(self, context: int) -> float:

@@ -66,12 +66,16 @@ class PrefillCosts:
         return c.layer_fixed_s(n, cached + n) + score_flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
 
     def head_s(self, n: int, last: bool) -> float:
-        """Embeddings, dense layers and the host overhead of one forward (+ lm_head when ``last``)."""
+        """Embeddings, dense layers for the ``n`` tokens and the host overhead of one forward; the
+        lm_head and sampling of the last position when ``last`` (one roofline with the dense
+        weights: :meth:`CostModel.step_fixed_s`)."""
         c, hw, m = self.cost, self.cost.hw, self.cost.model
+        if last:
+            return c.step_fixed_s(1, dense_tokens=n)
         dense = m.n_dense_layers * (m.attn_params_per_layer + 3 * m.hidden * m.dense_intermediate)
         bw, rate = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff, hw.gpu_tflops * 1e12 * hw.gpu_flops_eff
         dense_s = max(dense * m.bytes_per_param / bw, 2.0 * n * dense / rate) if dense else 0.0
-        return dense_s + (c.step_fixed_s(1) if last else hw.step_overhead_us * 1e-6)
+        return dense_s + hw.step_overhead_us * 1e-6
 
     def sync_s(self) -> float:
         """Joining CPU and GPU partial results of a layer."""

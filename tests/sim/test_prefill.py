@@ -133,3 +133,13 @@ def test_threshold_rules():
     assert make_rule("auto", "llamacpp_sd").name == "llamacpp" and make_rule("auto", "moespac").name == "optimal"
     with pytest.raises(ValueError, match="prefill_rule=nope"):
         make_rule("nope")
+
+
+def test_the_last_micro_batch_reads_the_dense_layers_once():
+    """One dense layer (1968 attention + 3 x 8 x 1000 MLP = 25968 params, 51936 B): every micro-batch
+    reads it once (12.984 us at 4 GB/s) plus the 4 us host overhead; the last one reads the 2000-param
+    lm_head with it in one pass, (2000 + 25968) x 2 B / 4 GB/s = 13.984 us (not the dense weights twice)."""
+    model = replace(MODEL, n_dense_layers=1, dense_intermediate=1000)
+    c = PrefillCosts.build(CostModel(HW, model, NO_DRAFT), 2)
+    assert c.head_s(2, last=False) == pytest.approx(16.984 * US, rel=1e-12)
+    assert c.head_s(2, last=True) == pytest.approx(17.984 * US, rel=1e-12)

@@ -80,6 +80,8 @@ def precheck(command: str, args: list[str]) -> None:
         if key.startswith("hydra") or o.is_delete():
             continue
         refuse_unknown([key.split(".")[0].split("/")[0]], valid, f"sim {command}")
+        if "." in key and not (o.is_add() or o.is_force_add()) and o.package is None:
+            _refuse_unknown_field(key, own, parsed)
         if key in RULES:
             for v in _values(o):
                 for x in v if isinstance(v, list) else [v]:   # a list-valued key: each element
@@ -91,6 +93,31 @@ def precheck(command: str, args: list[str]) -> None:
             check_writable(out, "out", kind="dir")
         except OutputPathError as exc:
             raise UserInputError(str(exc)) from None
+
+
+def _refuse_unknown_field(key: str, own, parsed) -> None:
+    """``group.field=`` or ``mapping.field=`` naming a field the preset (or the command's own mapping)
+    lacks: refused with the nearest fields, as Hydra would refuse it, but in one line (``+key=`` adds)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from sim.paths import CONF_DIR
+    from sim.user_input import refuse_unknown
+
+    top, field = key.split(".", 1)
+    field = field.split(".")[0]
+    if isinstance(own.get(top), DictConfig):
+        fields, where = list(own[top]), top
+    else:
+        chosen = next((o.value() for o in parsed if o.key_or_group == top and isinstance(o.value(), str)), None)
+        default = next((d[top] for d in own.get("defaults", []) if isinstance(d, DictConfig) and top in d), None)
+        path = CONF_DIR / top / f"{chosen or default}.yaml"
+        if not (chosen or default) or not path.exists():
+            return
+        preset = OmegaConf.load(path)
+        if "defaults" in preset or "@package" in path.read_text():   # composed or repackaged: Hydra decides
+            return
+        fields, where = list(preset), f"{top}={chosen or default}"
+    refuse_unknown([field], fields, where)
 
 
 def _report_multirun_errors(path: str) -> None:

@@ -12,16 +12,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from sim.user_input import UserInputError, check_all, check_policy_params, refuse_unknown
+from sim.user_input import UserInputError, check_acceptance_model, check_all, check_policy_params, refuse_unknown
 from traces.atomic import atomic_write_bytes, writer_lock
 from traces.settings_diff import differing_keys
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
             "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch",
-            "prefill_rule", "prefill_threshold", "batch", "stagger", "equal_vram")
+            "prefill_rule", "prefill_threshold", "batch", "stagger", "equal_vram", "acceptance_model")
 SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance", "quant",
               "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule",
-              "prefill_threshold", "batch", "stagger", "equal_vram")
+              "prefill_threshold", "batch", "stagger", "equal_vram", "acceptance_model")
 SPEC_GROUPS = ("hardware", "model", "draft")
 EXPERIMENT_KEYS = ("name", "policies", "workloads", "grid", "description")
 VOLATILE = ("out", "n_jobs", "resume", "append", "timeline", "format", "backend", "ray_address")   # do not change a run's numbers
@@ -68,7 +68,10 @@ def _checked(cfg: DictConfig, command: str, keys) -> dict:
     """The command's top-level values, type- and range-checked; unknown top-level keys refused."""
     refuse_unknown(list(cfg), _valid_top(cfg, command), command)
     c = OmegaConf.to_container(cfg, resolve=True)
-    return check_all({k: c.get(k) for k in keys})
+    out = check_all({k: c.get(k) for k in keys})
+    if "acceptance_model" in out:
+        out["acceptance_model"] = check_acceptance_model(out["acceptance_model"])
+    return out
 
 
 def _specs(cfg: DictConfig) -> dict:

@@ -95,6 +95,12 @@ RULES: dict[str, Rule] = {
     "sd_policies": Rule("str"),
     # drafter preset fields (conf/draft) with a range
     "draft.acceptance_decay": Rule("number", 0, 1, low_open=True),
+    # the acceptance model (sim run|sweep acceptance_model.KEY; null = the default)
+    "acceptance_model.decay": Rule("number", 0, 1, low_open=True, nullable=True),
+    "acceptance_model.spread": Rule("number", 0, 1, nullable=True),
+    "acceptance_model.burst": Rule("number", 0, 1, nullable=True),
+    "acceptance_model.p_min": Rule("number", 0, 1, nullable=True),
+    "acceptance_model.kappa": Rule("number", 0, low_open=True, nullable=True),
     "draft.host_us_per_token": Rule("number", 0),
     # real run
     "max_new_tokens": INT1,
@@ -153,6 +159,20 @@ def check_all(values: dict, keys=None) -> dict:
         if key in RULES and key in values:
             out[key] = check(key, values[key])
     return out
+
+
+def check_acceptance_model(values) -> dict:
+    """The ``acceptance_model`` mapping checked field by field (unknown fields refused); the set
+    (non-null) fields only, so that the default is ``{}`` and leaves a run's identity unchanged."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise UserInputError(f"acceptance_model={_show(values)}: must be a mapping of "
+                             "decay, spread, burst, p_min, kappa")
+    fields = [k.split(".", 1)[1] for k in RULES if k.startswith("acceptance_model.")]
+    refuse_unknown(values, fields, "acceptance_model")
+    checked = {k: check(f"acceptance_model.{k}", v) for k, v in values.items()}
+    return {k: float(v) for k, v in checked.items() if v is not None}
 
 
 def _show(value) -> str:

@@ -78,3 +78,24 @@ def test_equal_vram_gives_an_autoregressive_run_the_drafts_vram(tmp_path):
     assert rows["true"].n_slots > rows["false"].n_slots and rows["true"].run_id != rows["false"].run_id
     p = sim("run", "policy=hybrimoe", "equal_vram=maybe", f"out={tmp_path / 'bad'}")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "equal_vram" in p.stderr
+
+
+def test_acceptance_model_on_the_command_line_shapes_the_accepted_counts(tmp_path):
+    """``acceptance_model.p_min=0.9`` (llama.cpp's early stop) cuts drafts: fewer accepted per step than
+    the plain model, another run identity, and the row carries the setting; the default leaves ``{}``."""
+    rows = {}
+    for name, extra in (("plain", ()), ("pmin", ("acceptance_model.p_min=0.9",))):
+        p = sim("run", "policy=llamacpp_sd", "gen_tokens=32", *extra, f"out={tmp_path / name}")
+        assert p.returncode == 0, p.stderr
+        rows[name] = pd.read_parquet(tmp_path / name / "results.parquet").iloc[0]
+    assert rows["pmin"].mean_accepted < rows["plain"].mean_accepted and rows["pmin"].run_id != rows["plain"].run_id
+    assert rows["plain"].acceptance_model == "{}" and "p_min" in rows["pmin"].acceptance_model
+
+
+@pytest.mark.parametrize("arg, named", [("acceptance_model.p_min=1.5", "acceptance_model.p_min=1.5"),
+                                        ("acceptance_model.pmin=0.5", "p_min"),
+                                        ("policy.KK=3", "policy=moespac: unknown key 'KK'")])
+def test_a_bad_nested_key_is_one_line(tmp_path, arg, named):
+    """A wrong value or a misspelt field of a mapping or a preset: one ``error:`` line, status 2."""
+    p = sim("run", "policy=moespac", arg, f"out={tmp_path}")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and named in p.stderr, p.stderr

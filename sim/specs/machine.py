@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 
 
 from sim.paths import CONF_DIR
+from sim.specs.numa import numa_read, placement_of, read_ceiling_gbs
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class HostSpec:
     fp32_tflops: float
     mem_latency_ns: float = 0.0        # idle DRAM load-to-use latency (0: unknown; no per-core limit from it)
     dram_sustained_frac: float = 0.8   # share of theoretical DRAM bandwidth all readers together sustain (STREAM)
+    remote_latency_ns: float = 0.0     # idle latency of a load from another socket's DRAM (0: as local)
+    ccds: int = 0                      # chiplet CPUs: core dies, each reading DRAM through its own link (0: monolithic)
+    ccd_read_gbs: float = 0.0          # read GB/s of one CCD's fabric link (GMI: 32 B per fabric clock)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class RuntimeSpec:
     gpu_graph_kernel_us: float = 0.0   # per GPU kernel when the forward runs as one CUDA graph (0: no graphs)
     cpu_dequant_ops: dict | None = None    # expert/dense format -> FLOP-equivalent vector ops per weight per token
     cpu_isa_ops_scale: dict | None = None  # host ISA -> multiplier on cpu_dequant_ops (no VNNI on AVX2, ...)
+    numa_placement: str = ""       # replicate | interleave | first_touch (sim/specs/numa.py; "": from numa_aware)
     calibrate: dict | None = None   # parameter -> [low, high]: what `python -m sim calibrate` may fit
 
     def for_kinds(self, *kinds: str) -> "RuntimeSpec":
@@ -174,12 +179,15 @@ def thread_bandwidth(socket_gbs: float, threads: int, core_gbs: float, eff: floa
     return min(socket_gbs, threads * core_gbs / eff)
 
 
-def core_bandwidth(rt: RuntimeSpec, host: HostSpec) -> float:
-    """GB/s one core's thread draws: by Little's law ``cpu_core_lines x 64 B / mem_latency_ns``
-    when the runtime states the lines its kernel keeps in flight and the host its latency (so a
-    high-latency server core draws less than a desktop core), else the runtime's ``cpu_core_gbs``."""
-    if rt.cpu_core_lines > 0 and host.mem_latency_ns > 0:
-        return rt.cpu_core_lines * 64.0 / host.mem_latency_ns
+def core_bandwidth(rt: RuntimeSpec, host: HostSpec, latency_ns: float | None = None) -> float:
+    """GB/s one core's thread draws: by Little's law ``cpu_core_lines x 64 B / latency`` when the
+    runtime states the lines its kernel keeps in flight and the host its latency (so a high-latency
+    server core draws less than a desktop core), else the runtime's ``cpu_core_gbs``. ``latency_ns``
+    is the slowest thread's load latency (a remote node's, sim/specs/numa.py); default the host's
+    local ``mem_latency_ns``."""
+    lat = host.mem_latency_ns if latency_ns is None else latency_ns
+    if rt.cpu_core_lines > 0 and host.mem_latency_ns > 0 and lat > 0:
+        return rt.cpu_core_lines * 64.0 / lat
     return rt.cpu_core_gbs
 
 
@@ -190,7 +198,10 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
                _part(LinkSpec, "link", comp["link"], src))
     rt = runtime.for_kinds(h.kind, g.kind)
     threads = min(int(comp.get("cpu_threads") or h.cores), h.cores)   # the engine's CPU threads (-t N)
-    dram_gbs = host_bandwidth(h, rt.numa_aware)
+    read = numa_read(h, placement_of(rt.numa_aware, rt.numa_placement))
+    dram_gbs = read.dram_gbs           # the nodes holding the weights (host_bandwidth without a placement)
+    cpu_bw = min(thread_bandwidth(read.dram_gbs, threads, core_bandwidth(rt, h, read.latency_ns), rt.cpu_mem_eff),
+                 read_ceiling_gbs(read, h, threads) / rt.cpu_mem_eff)
     labels = [_label(grp, s, s.name) for grp, s in (("gpu", g), ("host", h), ("link", l))]
     name = comp.get("name") or "+".join(labels)
     ref = composition(name) if (CONF_DIR / "hardware" / f"{name}.yaml").exists() else None
@@ -201,7 +212,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         name=name, gpu=g.gpu, vram_gib=g.vram_gib, gpu_mem_bw_gbs=g.mem_bw_gbs, gpu_mem_eff=rt.gpu_mem_eff,
         gpu_tflops=g.fp16_tflops, gpu_flops_eff=rt.gpu_flops_eff, gpu_kernel_us=rt.gpu_kernel_us,
         pcie_h2d_gbs=l.h2d_gbs if rt.copy == "pinned" else l.pageable_gbs, pcie_latency_us=l.latency_us,
-        cpu=h.cpu, cpu_mem_bw_gbs=thread_bandwidth(dram_gbs, threads, core_bandwidth(rt, h), rt.cpu_mem_eff),
+        cpu=h.cpu, cpu_mem_bw_gbs=cpu_bw,
         cpu_mem_eff=rt.cpu_mem_eff,
         cpu_tflops=h.fp32_tflops if threads == h.cores else h.fp32_tflops * threads / h.cores, cpu_flops_eff=rt.cpu_flops_eff, cpu_threads=threads,
         cpu_expert_us=rt.cpu_expert_us, layer_sync_us=rt.layer_sync_us, step_overhead_us=rt.step_overhead_us,

@@ -160,15 +160,6 @@ def _label(group: str, spec, preset_name: str | None) -> str:
     return f"{spec.name}[{','.join(diff)}]" if diff else spec.name
 
 
-def host_bandwidth(host: HostSpec, numa_aware: bool) -> float:
-    """Theoretical DRAM GB/s the CPU experts see: every socket's when the runtime replicates experts
-    per NUMA node; otherwise one socket's (the weights sit on the node that first touched them, so
-    its channels bound every thread and remote threads also cross the socket link)."""
-    if numa_aware or host.sockets == 1:
-        return host.sockets * host.mem_bw_gbs
-    return host.mem_bw_gbs
-
-
 def thread_bandwidth(socket_gbs: float, threads: int, core_gbs: float, eff: float) -> float:
     """The DRAM GB/s to state as the CPU's, so that the cost model's ``bandwidth x eff`` is the
     rate a kernel on ``threads`` cores achieves: ``min(socket_gbs x eff, threads x core_gbs)``.
@@ -199,7 +190,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
     rt = runtime.for_kinds(h.kind, g.kind)
     threads = min(int(comp.get("cpu_threads") or h.cores), h.cores)   # the engine's CPU threads (-t N)
     read = numa_read(h, placement_of(rt.numa_aware, rt.numa_placement))
-    dram_gbs = read.dram_gbs           # the nodes holding the weights (host_bandwidth without a placement)
+    dram_gbs = read.dram_gbs           # the theoretical DRAM GB/s of the nodes holding the weights
     cpu_bw = min(thread_bandwidth(read.dram_gbs, threads, core_bandwidth(rt, h, read.latency_ns), rt.cpu_mem_eff),
                  read_ceiling_gbs(read, h, threads) / rt.cpu_mem_eff)
     labels = [_label(grp, s, s.name) for grp, s in (("gpu", g), ("host", h), ("link", l))]

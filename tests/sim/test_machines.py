@@ -7,7 +7,8 @@ from sim import config
 from sim.config import ConfigError
 from sim.cost_model import CostModel
 from sim.paths import preset_names
-from sim.specs.machine import HostSpec, host_bandwidth
+from sim.specs.machine import HostSpec
+from sim.specs.numa import numa_read
 from sim.specs.quant import FORMATS, bytes_per_weight
 
 # conf/hardware/rtx4090_pcie4.yaml before machines were split into parts (commit cb3b2a0)
@@ -76,8 +77,8 @@ def test_host_bandwidth_is_channels_times_rate_times_8_bytes(name):
 
 def test_a_numa_aware_runtime_sees_every_socket():
     h = config.build_spec(HostSpec, config.load_preset("host", "xeon_ddr5_8ch_2s"), "x")
-    assert host_bandwidth(h, numa_aware=True) == pytest.approx(2 * 307.2)
-    assert host_bandwidth(h, numa_aware=False) == pytest.approx(307.2)   # weights on one node
+    assert numa_read(h, "replicate").dram_gbs == pytest.approx(2 * 307.2)
+    assert numa_read(h, "first_touch").dram_gbs == pytest.approx(307.2)   # weights on one node
     hw = config.hardware("xeon2s_rtx4090", runtime={"name": "ktransformers", "numa_aware": True, "cpu_core_gbs": 0.0})
     assert hw.cpu_mem_bw_gbs == pytest.approx(614.4) and hw.runtime == "ktransformers"
 

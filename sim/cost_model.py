@@ -97,14 +97,16 @@ class CostModel:
         return 2.0 * self.model.expert_params * np.asarray(n, dtype=float)
 
     def gpu_expert_table(self) -> np.ndarray:
-        """GPU seconds for one expert with n = 0..n_max tokens (weights read from VRAM)."""
+        """GPU seconds for one expert with n = 0..n_max tokens (weights read from VRAM), plus
+        ``gpu_ops_per_expert`` launches at the forward's per-kernel cost: 1 for a runtime that runs an
+        expert as one fused launch, more for one that calls an expert op by op from Python."""
         t = self.hw.tables or {}
         if "gpu_expert_us" in t:
             return np.asarray(t["gpu_expert_us"], dtype=float)[: self.n_max + 1] * US
         hw, n = self.hw, np.arange(self.n_max + 1)
         mem = self.expert_bytes / (hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff * self._quant_eff(hw.gpu_quant_eff))
         fl = self._expert_flops(n) / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        return np.where(n > 0, np.maximum(mem, fl) + self.kernel_us * US, 0.0)
+        return np.where(n > 0, np.maximum(mem, fl) + hw.gpu_ops_per_expert * self.kernel_us * US, 0.0)
 
     def cpu_expert_table(self) -> np.ndarray:
         """CPU seconds for one expert with n = 0..n_max tokens (weights read from host DRAM)."""

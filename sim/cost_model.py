@@ -106,7 +106,14 @@ class CostModel:
         hw, n = self.hw, np.arange(self.n_max + 1)
         mem = self.expert_bytes / (hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff * self._quant_eff(hw.gpu_quant_eff))
         fl = self._expert_flops(n) / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        return np.where(n > 0, np.maximum(mem, fl) + hw.gpu_ops_per_expert * self.kernel_us * US, 0.0)
+        ops = hw.gpu_ops_per_expert + 3 * self.quant_ops(self.model.expert_quant)   # gate, up, down
+        return np.where(n > 0, np.maximum(mem, fl) + ops * self.kernel_us * US, 0.0)
+
+    def quant_ops(self, fmt: str) -> int:
+        """Extra eager ops the runtime launches per GPU linear of format ``fmt`` (HQQ layers
+        dequantize their quantized scale and zero with PyTorch ops before the Triton GEMM); 0 if
+        it names none."""
+        return int((self.hw.gpu_quant_ops or {}).get(fmt, 0))
 
     def cpu_expert_table(self) -> np.ndarray:
         """CPU seconds for one expert with n = 0..n_max tokens (weights read from host DRAM)."""
@@ -148,7 +155,8 @@ class CostModel:
         kv_bytes = m.kv_bytes(context) / max(1, m.n_layers + m.n_dense_layers)
         flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
         compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        kernels = hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
+        kernels = (hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
+                   + 4 * self.quant_ops(m.dense_quant))            # q, k, v, o projections
         return max((weight_bytes + kv_bytes) / bw, compute) + kernels * self.kernel_us * US
 
     def cpu_layer_fixed_s(self, n_tokens: int, context: int) -> float:

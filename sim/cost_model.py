@@ -132,11 +132,26 @@ class CostModel:
         return float((table or {}).get(self.model.expert_quant, 1.0))
 
     def transfer_s(self) -> float:
-        """One expert host->device over PCIe (pinned)."""
+        """One expert host->device over PCIe (pinned), plus its share of the layer's dense weights
+        when the runtime streams whole layers (:meth:`stream_dense_bytes`)."""
         t = self.hw.tables or {}
         if "transfer_us" in t:
             return float(t["transfer_us"]) * US
-        return self.hw.copies_per_expert * self.hw.pcie_latency_us * US + self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
+        return (self.hw.copies_per_expert * self.hw.pcie_latency_us * US
+                + (self.expert_bytes + self.stream_dense_bytes()) / (self.hw.pcie_h2d_gbs * GB))
+
+    def stream_dense_bytes(self) -> float:
+        """Bytes of a streamed layer's dense weights (attention, router, shared experts) charged to
+        each of its ``top_k`` streamed experts, 0 unless the runtime offloads whole layers
+        (``stream_dense``). vLLM's UVA offload takes parameters in declaration order, dense ones
+        included (vllm ``maybe_offload_to_cpu``; vllm issue #54593: "UvaOffloader walks
+        named_parameters() ... Declaration order", dense weights read on every forward), so each
+        forward of an offloaded layer reads them over PCIe besides its ``top_k`` routed experts.
+        Exact for one token per forward, when a layer streams exactly ``top_k`` experts."""
+        if not self.hw.stream_dense:
+            return 0.0
+        m = self.model
+        return (m.attn_params_per_layer + m.hidden * m.n_experts + m.shared_params) * m.bytes_per_param / m.top_k
 
     def bulk_transfer_s(self, n_experts: int) -> float:
         """``n_experts`` experts of one layer copied as one block: one latency, then all the bytes."""

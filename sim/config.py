@@ -70,6 +70,9 @@ class HardwareSpec:
     cpu_kv_eff: float = 1.0
     sample_us: float = 0.0
     gpu_graph_kernel_us: float = 0.0        # per kernel inside a CUDA graph (0: the runtime uses none)
+    gpu_ops_per_expert: int = 1             # GPU kernel launches (eager ops) per GPU expert call
+    gpu_quant_ops: dict | None = None       # format -> extra eager ops per GPU linear of that format
+    stream_dense: bool = False              # a streamed (UVA) layer's dense weights cross the link too
     cpu_isa: str = ""                       # the host's widest ISA (avx2 | avx512 | amx)
     cpu_dequant_ops: dict | None = None     # format -> FLOP-equivalent CPU ops per weight per token (2 if absent)
     cpu_isa_ops_scale: dict | None = None   # ISA -> multiplier on cpu_dequant_ops

@@ -97,14 +97,23 @@ class CostModel:
         return 2.0 * self.model.expert_params * np.asarray(n, dtype=float)
 
     def gpu_expert_table(self) -> np.ndarray:
-        """GPU seconds for one expert with n = 0..n_max tokens (weights read from VRAM)."""
+        """GPU seconds for one expert with n = 0..n_max tokens (weights read from VRAM), plus
+        ``gpu_ops_per_expert`` launches at the forward's per-kernel cost: 1 for a runtime that runs an
+        expert as one fused launch, more for one that calls an expert op by op from Python."""
         t = self.hw.tables or {}
         if "gpu_expert_us" in t:
             return np.asarray(t["gpu_expert_us"], dtype=float)[: self.n_max + 1] * US
         hw, n = self.hw, np.arange(self.n_max + 1)
         mem = self.expert_bytes / (hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff * self._quant_eff(hw.gpu_quant_eff))
         fl = self._expert_flops(n) / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        return np.where(n > 0, np.maximum(mem, fl) + self.kernel_us * US, 0.0)
+        ops = hw.gpu_ops_per_expert + 3 * self.quant_ops(self.model.expert_quant)   # gate, up, down
+        return np.where(n > 0, np.maximum(mem, fl) + ops * self.kernel_us * US, 0.0)
+
+    def quant_ops(self, fmt: str) -> int:
+        """Extra eager ops the runtime launches per GPU linear of format ``fmt`` (HQQ layers
+        dequantize their quantized scale and zero with PyTorch ops before the Triton GEMM); 0 if
+        it names none."""
+        return int((self.hw.gpu_quant_ops or {}).get(fmt, 0))
 
     def cpu_expert_table(self) -> np.ndarray:
         """CPU seconds for one expert with n = 0..n_max tokens (weights read from host DRAM)."""
@@ -123,11 +132,26 @@ class CostModel:
         return float((table or {}).get(self.model.expert_quant, 1.0))
 
     def transfer_s(self) -> float:
-        """One expert host->device over PCIe (pinned)."""
+        """One expert host->device over PCIe (pinned), plus its share of the layer's dense weights
+        when the runtime streams whole layers (:meth:`stream_dense_bytes`)."""
         t = self.hw.tables or {}
         if "transfer_us" in t:
             return float(t["transfer_us"]) * US
-        return self.hw.copies_per_expert * self.hw.pcie_latency_us * US + self.expert_bytes / (self.hw.pcie_h2d_gbs * GB)
+        return (self.hw.copies_per_expert * self.hw.pcie_latency_us * US
+                + (self.expert_bytes + self.stream_dense_bytes()) / (self.hw.pcie_h2d_gbs * GB))
+
+    def stream_dense_bytes(self) -> float:
+        """Bytes of a streamed layer's dense weights (attention, router, shared experts) charged to
+        each of its ``top_k`` streamed experts, 0 unless the runtime offloads whole layers
+        (``stream_dense``). vLLM's UVA offload takes parameters in declaration order, dense ones
+        included (vllm ``maybe_offload_to_cpu``; vllm issue #54593: "UvaOffloader walks
+        named_parameters() ... Declaration order", dense weights read on every forward), so each
+        forward of an offloaded layer reads them over PCIe besides its ``top_k`` routed experts.
+        Exact for one token per forward, when a layer streams exactly ``top_k`` experts."""
+        if not self.hw.stream_dense:
+            return 0.0
+        m = self.model
+        return (m.attn_params_per_layer + m.hidden * m.n_experts + m.shared_params) * m.bytes_per_param / m.top_k
 
     def bulk_transfer_s(self, n_experts: int) -> float:
         """``n_experts`` experts of one layer copied as one block: one latency, then all the bytes."""
@@ -146,7 +170,8 @@ class CostModel:
         kv_bytes = m.kv_bytes(context) / max(1, m.n_layers + m.n_dense_layers)
         flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
         compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        kernels = hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
+        kernels = (hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
+                   + 4 * self.quant_ops(m.dense_quant))            # q, k, v, o projections
         return max((weight_bytes + kv_bytes) / bw, compute) + kernels * self.kernel_us * US
 
     def cpu_layer_fixed_s(self, n_tokens: int, context: int) -> float:

@@ -97,6 +97,9 @@ class RuntimeSpec:
     cpu_kv_eff: float = 1.0         # fraction of cpu_mem_eff CPU attention reaches over the KV cache
     sample_us: float = 0.0          # per verified position: logits over the vocabulary, sampling
     gpu_graph_kernel_us: float = 0.0   # per GPU kernel when the forward runs as one CUDA graph (0: no graphs)
+    gpu_ops_per_expert: int = 1     # eager ops (kernel launches) per GPU expert call: 1 = one fused launch
+    gpu_quant_ops: dict | None = None   # format -> extra eager ops per GPU linear (HQQ's meta dequantize)
+    stream_dense: bool = False      # a layer offloaded whole (vLLM UVA) also reads its dense weights over PCIe
     cpu_dequant_ops: dict | None = None    # expert/dense format -> FLOP-equivalent vector ops per weight per token
     cpu_isa_ops_scale: dict | None = None  # host ISA -> multiplier on cpu_dequant_ops (no VNNI on AVX2, ...)
     numa_placement: str = ""       # replicate | interleave | first_touch (sim/specs/numa.py; "": from numa_aware)
@@ -215,6 +218,8 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         cpu_quant_eff=dict(rt.cpu_quant_eff), parts={"gpu": g.name, "host": h.name, "link": l.name},
         cpu_op_us=rt.cpu_op_us, cpu_ops_per_layer=rt.cpu_ops_per_layer, cpu_kv_eff=rt.cpu_kv_eff,
         sample_us=rt.sample_us, gpu_graph_kernel_us=rt.gpu_graph_kernel_us, cpu_isa=h.isa,
+        gpu_ops_per_expert=rt.gpu_ops_per_expert, gpu_quant_ops=dict(rt.gpu_quant_ops or {}),
+        stream_dense=rt.stream_dense,
         cpu_dequant_ops=dict(rt.cpu_dequant_ops or {}), cpu_isa_ops_scale=dict(rt.cpu_isa_ops_scale or {}),
         host_dram_gbs=dram_gbs * h.dram_sustained_frac)
     flat.update({k: v for k, v in comp.items() if k not in ("name", "gpu", "host", "link", "runtime", "cpu_threads")

@@ -82,13 +82,14 @@ def residuals(points: list[Point], runtime: str, values: dict, gen_tokens: int) 
 
 def fit(points: list[Point], runtime: str, bounds: dict, start: dict, gen_tokens: int,
         max_nfev: int = 20) -> tuple[dict, np.ndarray]:
-    """Least squares on log error within ``bounds``, from ``start`` (clipped into the bounds)."""
+    """Least squares on log error within ``bounds``, from ``start`` (clipped to 1% inside the bounds:
+    scipy's trf scales a step by the distance to a bound, so a start on a bound never moves)."""
     from scipy.optimize import least_squares
 
     names = list(bounds)
     lo = np.array([bounds[n][0] for n in names])
     hi = np.array([bounds[n][1] for n in names])
-    x0 = np.clip([float(start[n]) for n in names], lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo))
+    x0 = np.clip([float(start[n]) for n in names], lo + 0.01 * (hi - lo), hi - 0.01 * (hi - lo))   # trf stalls on a bound
     scale = hi - lo
     fun = lambda z: residuals(points, runtime, dict(zip(names, lo + z * scale)), gen_tokens)
     res = least_squares(fun, (x0 - lo) / scale, bounds=(0.0, 1.0), diff_step=0.02, max_nfev=max_nfev)
@@ -124,10 +125,26 @@ def write_fit(runtime: str, values: dict, points: list[Point], res: np.ndarray) 
              f"# points ({len(points)}): " + ", ".join(f"{p.id} {100 * (math.exp(r) - 1):+.0f}%" for p, r in zip(points, res)),
              f"# median |error| {np.median(ape(res)):.1f}%"]
     patch = patch_for(runtime, values)
+    text = shadow_fitted(text, [k for k in patch if k != "name"])
     lines += [f"{k}: {patch[k]:.4g}" if isinstance(patch[k], float) else f"{k}: {patch[k]}".replace("'", "")
               for k in patch if k != "name"]
     lines.append(f"{FIT_END} ---")
     atomic_write_bytes(path, lambda f: f.write((text.rstrip("\n") + "\n" + "\n".join(lines) + "\n").encode()))
+
+
+def shadow_fitted(text: str, keys) -> str:
+    """The runtime file's body with every top-level entry of ``keys`` (and its indented block)
+    turned into comments marked ``(fitted below)``, so that the fit block written after it is the
+    only value of each key (YAML keeps one of two equal keys, silently)."""
+    out, inside = [], False
+    for line in text.splitlines():
+        key = re.match(r"([A-Za-z_][\w]*)\s*:", line)
+        if key:
+            inside = key.group(1) in keys
+        elif line and not line[0].isspace() and not line.startswith("#"):
+            inside = False
+        out.append(f"# (fitted below) {line}" if inside and line.strip() else line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = True, min_points: int = 4,

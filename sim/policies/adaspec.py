@@ -156,8 +156,8 @@ class AdaSpec(OffloadPolicy):
         on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=cache.n_free + int(others),
                             link_wait_s=wait, memo=self.memo, times=self.times)
         cpu = bool(((counts > 0) & ~on_gpu).any())
-        self.step_s += (self.ctx.costs.layer_fixed_s + split_time(counts, on_gpu, landed, self.ctx.costs, wait)
-                        + (self.sync_s if cpu else 0.0))
+        phase = split_time(counts, on_gpu, landed, self.ctx.costs, wait, times=self.times)
+        self.step_s += self.ctx.costs.layer_fixed_s + phase + (self.sync_s if cpu else 0.0)
         if self.next_layer and layer + 1 < self.ctx.n_layers:
             self._queue_top(layer + 1, cache, 0)
         return Placement(gpu_where(cache, layer, counts, on_gpu))

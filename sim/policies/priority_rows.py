@@ -49,6 +49,8 @@ class RowExtremes:
         self._stale: set[int] = set()             # rows to recompute whole
         self._low_walk: dict[int, _Walk] = {}
         self._best_walk: dict[int, _Walk] = {}
+        self._low_once: set[int] = set()          # rows searched once since their last recompute
+        self._best_once: set[int] = set()
         self._evicted: list[tuple[int, int]] = []
         self._offered: set[int] = set()
         self._memo: tuple | None = None           # (pinned bytes, layer, value) of the last lowest()
@@ -114,6 +116,8 @@ class RowExtremes:
             self._offered.clear()
             self._low_walk.clear()
             self._best_walk.clear()
+            self._low_once.clear()
+            self._best_once.clear()
             self._fill_all(cache, prio, seen)
             return
         resident, inflight = cache.resident, cache.inflight
@@ -154,6 +158,12 @@ class RowExtremes:
     def _walk_low(self, layer: int, resident, prio) -> None:
         walk = self._low_walk.get(layer)
         if walk is None:
+            if layer not in self._low_once:      # the first time: one pass over the row is cheaper
+                self._low_once.add(layer)
+                low = np.where(resident[layer], prio[layer], np.inf)
+                self.low_at[layer] = at = int(low.argmin())
+                self.low[layer] = low.item(at)
+                return
             walk = self._low_walk[layer] = _Walk(prio[layer], self.low_at.item(layer))
         order, i, n = walk.order, walk.at, len(walk.order)
         while i < n and not resident.item(layer, order[i]):
@@ -167,6 +177,10 @@ class RowExtremes:
     def _walk_best(self, layer: int, resident, inflight, prio, seen) -> None:
         walk = self._best_walk.get(layer)
         if walk is None:
+            if layer not in self._best_once:
+                self._best_once.add(layer)
+                self._best_row(layer, resident, inflight, prio, seen)
+                return
             walk = self._best_walk[layer] = _Walk(-prio[layer], self.best_at.item(layer))
         order, i, n = walk.order, walk.at, len(walk.order)
         while i < n and (not seen.item(layer, order[i]) or resident.item(layer, order[i])
@@ -178,16 +192,20 @@ class RowExtremes:
         else:
             self.best[layer] = -np.inf
 
-    def _fill_row(self, layer: int, cache, prio: np.ndarray, seen: np.ndarray) -> None:
-        p, resident = prio[layer], cache.resident[layer]
-        low = np.where(resident, p, np.inf)
-        self.low_at[layer] = at = int(low.argmin())
-        self.low[layer] = low.item(at)
-        best = np.where(seen[layer] & ~(resident | cache.inflight[layer]), p, -np.inf)
+    def _best_row(self, layer: int, resident, inflight, prio, seen) -> None:
+        best = np.where(seen[layer] & ~(resident[layer] | inflight[layer]), prio[layer], -np.inf)
         self.best_at[layer] = at = int(best.argmax())
         self.best[layer] = best.item(at)
+
+    def _fill_row(self, layer: int, cache, prio: np.ndarray, seen: np.ndarray) -> None:
+        low = np.where(cache.resident[layer], prio[layer], np.inf)
+        self.low_at[layer] = at = int(low.argmin())
+        self.low[layer] = low.item(at)
+        self._best_row(layer, cache.resident, cache.inflight, prio, seen)
         self._low_walk.pop(layer, None)
         self._best_walk.pop(layer, None)
+        self._low_once.discard(layer)
+        self._best_once.discard(layer)
 
     def _fill_all(self, cache, prio: np.ndarray, seen: np.ndarray) -> None:
         resident, rows = cache.resident, np.arange(len(self.low))

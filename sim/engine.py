@@ -53,6 +53,7 @@ class Engine:
             raise ValueError("cost tables are shorter than the largest per-expert token count")
         self.core = ProtocolCore(policy, cache, expert_bytes=cost.expert_bytes, gpu_tab=gpu_tab, cpu_tab=cpu_tab)
         self.c = self.core.c
+        self.expert_bytes = cost.expert_bytes
         self.transfer_s = cost.transfer_s()
         self.sync_s = cost.layer_sync_s()
         self.req, self.nreq = requests_by_layer(schedule.counts)
@@ -150,7 +151,7 @@ class Engine:
         t1 = env.now
         delay, gpu_end, gpu_busy = layer_end_delay(plan.gpu_s, plan.cpu_s, t1, lands, wait_gpu, self.sync_s)
         cpu_s = plan.cpu_s
-        k = self.cost.dram_share(len(plan.cpu) * self.cost.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
+        k = self.cost.dram_share(len(plan.cpu) * self.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
         if k < 1.0 and link.prefetch_enabled and self.may_prefetch:
             # host DRAM shared with the link's DMA: the CPU slows while copies run, and prefetches
             # may start at any time, so the CPU's progress is re-measured against the link

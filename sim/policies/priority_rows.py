@@ -40,7 +40,8 @@ class RowExtremes:
     the current layer's demand fetches (never searched ahead) are reserved otherwise.
     """
 
-    def __init__(self, n_layers: int) -> None:
+    def __init__(self, n_layers: int, candidates: bool = True) -> None:
+        self.candidates = candidates          # False: only the lowest resident is kept (no ``seen``)
         self.low = np.full(n_layers, np.inf)
         self.low_at = np.zeros(n_layers, dtype=np.int64)
         self.best = np.full(n_layers, -np.inf)
@@ -141,7 +142,7 @@ class RowExtremes:
         """The row's lowest walks on past the evicted expert; the expert may be a candidate now."""
         if not resident.item(layer, self.low_at.item(layer)):
             self._walk_low(layer, resident, prio)
-        if not seen.item(layer, e) or resident.item(layer, e) or inflight.item(layer, e):
+        if not self.candidates or not seen.item(layer, e) or resident.item(layer, e) or inflight.item(layer, e):
             return
         walk = self._best_walk.get(layer)
         if walk is not None:
@@ -201,7 +202,8 @@ class RowExtremes:
         low = np.where(cache.resident[layer], prio[layer], np.inf)
         self.low_at[layer] = at = int(low.argmin())
         self.low[layer] = low.item(at)
-        self._best_row(layer, cache.resident, cache.inflight, prio, seen)
+        if self.candidates:
+            self._best_row(layer, cache.resident, cache.inflight, prio, seen)
         self._low_walk.pop(layer, None)
         self._best_walk.pop(layer, None)
         self._low_once.discard(layer)
@@ -212,6 +214,8 @@ class RowExtremes:
         low = np.where(resident, prio, np.inf)
         self.low_at = at = low.argmin(axis=1)
         self.low = low[rows, at]
+        if not self.candidates:
+            return
         best = np.where(seen & ~(resident | cache.inflight), prio, -np.inf)
         self.best_at = at = best.argmax(axis=1)
         self.best = best[rows, at]

@@ -81,3 +81,49 @@ def test_moe_infinity_searches_equal_whole_array_passes(seed):
                 _land_one(rng, pol, cache)
             assert pol.next_transfer(cache) == _reference_next(pol, cache)
             cache.check()
+
+
+def _reference_adaspec_victim(pol, layer, expert, cache, demand):
+    """AdaSpec's victim by one masked argmin over the evictable experts."""
+    ok = cache.resident & ~cache.pinned[:, None]
+    if not ok.any():
+        return None
+    masked = np.where(ok, pol.score, np.inf)
+    l, e = divmod(int(np.argmin(masked)), cache.n_experts)
+    if not demand and masked[l, e] + pol.swap_margin >= pol.score[layer, expert]:
+        return None
+    return l, e
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_adaspec_victim_equals_a_whole_array_pass(seed):
+    rng = np.random.default_rng(seed)
+    L, E, slots = 4, 8, 12
+    pol = make_policy("adaspec")
+    cache = ExpertCache(L, E, slots)
+    pol.reset(context(L=L, E=E, slots=slots, gamma=2), cache)
+    for _ in range(60):
+        for layer in range(L):
+            cache.pinned[layer] = True
+            pol.on_layer_start(layer, cache)
+            for _ in range(int(rng.integers(0, 8))):
+                if rng.random() < 0.4:
+                    _land_one(rng, pol, cache)
+                demand = rng.random() < 0.5
+                l = layer if demand else int(rng.integers(L))
+                free = np.flatnonzero(~(cache.resident[l] | cache.inflight[l]))
+                if not free.size:
+                    continue
+                e = int(rng.choice(free))
+                if cache.n_used >= cache.n_slots:
+                    want = _reference_adaspec_victim(pol, l, e, cache, demand)
+                    got = pol.victim(l, e, cache, demand)
+                    assert got == want
+                    if got is None:
+                        continue
+                    cache.evict(*got)
+                cache.begin(l, e)
+            cache.pinned[layer] = False
+            # small integer counts and a decay make equal scores (ties) common
+            pol.on_layer_end(layer, rng.integers(0, 2, size=E), cache)
+            cache.check()

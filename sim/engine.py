@@ -53,6 +53,7 @@ class Engine:
             raise ValueError("cost tables are shorter than the largest per-expert token count")
         self.core = ProtocolCore(policy, cache, expert_bytes=cost.expert_bytes, gpu_tab=gpu_tab, cpu_tab=cpu_tab)
         self.c = self.core.c
+        self.expert_bytes = cost.expert_bytes
         self.transfer_s = cost.transfer_s()
         self.sync_s = cost.layer_sync_s()
         self.req, self.nreq = requests_by_layer(schedule.counts)
@@ -86,6 +87,7 @@ class Engine:
     def _decode(self):
         env, sched, cost = self.env, self.sched, self.cost
         context = self.context0
+        cpu_layers, n_layers = self.policy.cpu_layers, self.cache.n_layers   # fixed once reset returns
         s = 0
         while sched.has_step(s):
             sched.begin_step(s, self.core.step_gamma(s, sched.gamma))   # an online schedule builds it now
@@ -108,8 +110,8 @@ class Engine:
                                        "CPU" if self.policy.output_on_cpu else "GPU")
             attention = cost.layer_fixed_s(n, context)
             cpu_attention = cost.cpu_layer_fixed_s(n, context) if self.policy.cpu_layers else 0.0
-            for layer in range(self.cache.n_layers):
-                on_cpu = layer in self.policy.cpu_layers
+            for layer in range(n_layers):
+                on_cpu = layer in cpu_layers
                 yield from self._layer(s, layer, cpu_attention if on_cpu else attention, signals, on_cpu)
             context += int(sched.produced[s])
             self.c.tokens += int(sched.produced[s])
@@ -129,22 +131,28 @@ class Engine:
         self._mark(lane, label, start, self.env.now)
 
     def _layer(self, s: int, layer: int, attention: float, signals: LazySignals, attn_on_cpu: bool = False):
-        env, c = self.env, self.c
+        env, c, link, marks = self.env, self.c, self.link, self.events is not None
         t0 = env.now
         self.core.layer_start(layer)
         yield env.timeout(attention)
-        self._mark("CPU" if attn_on_cpu else "GPU", f"L{layer} attn", t0, env.now)
+        if marks:
+            self._mark("CPU" if attn_on_cpu else "GPU", f"L{layer} attn", t0, env.now)
         counts = self.sched.counts[s, layer]
         signals.layer = layer
         plan = self.core.place(layer, counts, signals, self.req[s][layer], self.nreq[s][layer])
-        jobs = [self._start(w.copy) if w.copy is not None else self.link.landing[w.key] for w in plan.waits]
-        self.link.wake()  # place() may have queued prefetches (next-layer predictions)
+        waits = plan.waits
+        if waits:
+            landing = link.landing
+            jobs = [self._start(w.copy) if w.copy is not None else landing[w.key] for w in waits]
+            lands, wait_gpu = [j.land_at for j in jobs], [w.gpu_s for w in waits]
+        else:
+            jobs = lands = wait_gpu = ()
+        link.wake()  # place() may have queued prefetches (next-layer predictions)
         t1 = env.now
-        lands, wait_gpu = [j.land_at for j in jobs], [w.gpu_s for w in plan.waits]
         delay, gpu_end, gpu_busy = layer_end_delay(plan.gpu_s, plan.cpu_s, t1, lands, wait_gpu, self.sync_s)
         cpu_s = plan.cpu_s
-        k = self.cost.dram_share(len(plan.cpu) * self.cost.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
-        if k < 1.0 and self.link.prefetch_enabled and self.may_prefetch:
+        k = self.cost.dram_share(len(plan.cpu) * self.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
+        if k < 1.0 and link.prefetch_enabled and self.may_prefetch:
             # host DRAM shared with the link's DMA: the CPU slows while copies run, and prefetches
             # may start at any time, so the CPU's progress is re-measured against the link
             cpu_s = yield from self._cpu_with_dma(t1, cpu_s, k)
@@ -152,22 +160,24 @@ class Engine:
             yield env.timeout(max(0.0, t1 + delay - env.now))
         else:
             if k < 1.0:   # only demand copies: the link is busy back to back until demand_tail
-                cpu_s = dram_cpu_time(cpu_s, k, max(0.0, max(self.link.busy_until, self.link.demand_tail) - t1))
+                cpu_s = dram_cpu_time(cpu_s, k, max(0.0, max(link.busy_until, link.demand_tail) - t1))
                 delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
             yield env.timeout(delay)
         for job in jobs:  # a copy nobody computes may land at the layer's very end: let it land first
             if not job.done:
-                yield self.link.until_landed(job)
+                yield link.until_landed(job)
         c.gpu_busy_s += (0.0 if attn_on_cpu else attention) + gpu_busy
         c.cpu_busy_s += cpu_s + (attention if attn_on_cpu else 0.0)
-        self._mark("GPU", f"L{layer} experts", t1, gpu_end)
+        if marks:
+            self._mark("GPU", f"L{layer} experts", t1, gpu_end)
         if cpu_s > 0:
-            self._mark("CPU", f"L{layer} experts", t1, t1 + cpu_s)
+            if marks:
+                self._mark("CPU", f"L{layer} experts", t1, t1 + cpu_s)
             c.bubble_s += abs(gpu_end - (t1 + cpu_s))
         self.core.layer_end(layer, counts)
-        self.link.wake()
+        link.wake()
         c.layer_s.append(env.now - t0)
-        if not self.link.prefetch_enabled:
+        if not link.prefetch_enabled:
             yield from self._drain()
 
     def _cpu_with_dma(self, t1: float, work_s: float, k: float):

@@ -29,6 +29,9 @@ see ``tests/traces/test_calibration.py`` and ``benchmarks/bench_traces.py``.
 """
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import zlib
 from pathlib import Path
 
@@ -132,6 +135,22 @@ def generator_params(model: str, workload: str, tokens: int, seed: int = 0, shap
     """Every parameter of the generator for this (model, workload), as JSON-ready values."""
     mc, wl = _model(model, shape), workload_preset(workload)
     tokens, seed = _check_int("tokens", tokens, 1), _check_int("seed", seed, 0)
+    try:
+        solved = _solved_params(model, json.dumps(wl, sort_keys=True), shape)
+    except TypeError:             # an unhashable shape: solve it afresh
+        solved = _solve_params(mc, wl, model)
+    return {"generator": GENERATOR, "seed": seed, "tokens": tokens, **copy.deepcopy(solved)}
+
+
+@functools.lru_cache(maxsize=64)
+def _solved_params(model: str, preset_json: str, shape: tuple | None) -> dict:
+    """:func:`_solve_params` memoised (a sweep builds traces of one (model, workload) many times)."""
+    return _solve_params(_model(model, shape), json.loads(preset_json), model)
+
+
+def _solve_params(mc, wl: dict, model: str) -> dict:
+    """The generator's parameters that depend on the model class and workload only (not on the
+    trace length or seed): the popularity layout, the solved Zipf exponents, working set, stickiness."""
     k, w = mc.top_k, max(mc.top_k + 1, int(round(mc.ws_mult * mc.top_k)))
     pop_seed = zlib.crc32(f"{model}/{wl['domain']}".encode())
     perm, noise = _layout(pop_seed, mc.n_layers, mc.n_experts)
@@ -142,7 +161,7 @@ def generator_params(model: str, workload: str, tokens: int, seed: int = 0, shap
     exponent = solve_exponent(entropy, perm, k, w, a, mc.ws_beta, noise)
     q = segment_mix(popularity(exponent, perm), noise, w, a, mc.ws_beta)
     stick = stickiness(reuse, q, k, mc.chance_gain)
-    return {"generator": GENERATOR, "seed": seed, "tokens": tokens, "domain": wl["domain"],
+    return {"domain": wl["domain"],
             "shift_rate": float(wl["shift_rate"]), "popularity_seed": pop_seed,
             "zipf_exponent": np.round(exponent, 5).tolist(),
             "working_set": w, "working_set_beta": mc.ws_beta, "working_set_weight": np.round(a, 4).tolist(),

@@ -45,8 +45,9 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, evictable_mask, gpu_where, present_row
+from sim.policies.common import OffloadPolicy, gpu_where, present_row
 from sim.policies.prefetch_queue import PrefetchQueue
+from sim.policies.priority_rows import RowExtremes
 from sim.policies.split import ExpertTimes, best_split, split_time
 from sim.policies.static_sets import most_popular
 
@@ -80,6 +81,7 @@ class AdaSpec(OffloadPolicy):
         super().reset(ctx, cache)
         self.arms_ok = [a for a in self.arms if a <= ctx.gamma] or [0]
         self.score = np.zeros((ctx.n_layers, ctx.n_experts))
+        self._rows = RowExtremes(ctx.n_layers, candidates=False)   # the victim search, row by row
         self.queue = PrefetchQueue()
         self.times = ExpertTimes(ctx.costs)
         self.memo: dict = {}
@@ -156,8 +158,8 @@ class AdaSpec(OffloadPolicy):
         on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=cache.n_free + int(others),
                             link_wait_s=wait, memo=self.memo, times=self.times)
         cpu = bool(((counts > 0) & ~on_gpu).any())
-        self.step_s += (self.ctx.costs.layer_fixed_s + split_time(counts, on_gpu, landed, self.ctx.costs, wait)
-                        + (self.sync_s if cpu else 0.0))
+        phase = split_time(counts, on_gpu, landed, self.ctx.costs, wait, times=self.times)
+        self.step_s += self.ctx.costs.layer_fixed_s + phase + (self.sync_s if cpu else 0.0)
         if self.next_layer and layer + 1 < self.ctx.n_layers:
             self._queue_top(layer + 1, cache, 0)
         return Placement(gpu_where(cache, layer, counts, on_gpu))
@@ -175,6 +177,7 @@ class AdaSpec(OffloadPolicy):
         row = self.score[layer]
         row *= self.decay if self.g > 0 else self.decay_ar
         row += counts
+        self._rows.row_changed(layer)
         if self.k_pf > 0:
             self._queue_top(layer, cache, 1)
 
@@ -182,15 +185,19 @@ class AdaSpec(OffloadPolicy):
         return self.offer(self.queue.pop(cache))
 
     def victim(self, layer: int, expert: int, cache, demand: bool):
-        ok = evictable_mask(cache)
-        if not ok.any():
+        rows = self._rows
+        rows.sync(cache, self.score, None)
+        l, low = rows.lowest(cache.pinned)       # the lowest score outside the pinned layers
+        if low == np.inf:
             return self.refuse(demand)
-        masked = np.where(ok, self.score, np.inf)
-        flat = int(np.argmin(masked))
-        l, e = divmod(flat, cache.n_experts)
-        if not demand and masked[l, e] + self.swap_margin >= self.score[layer, expert]:
+        if not demand and low + self.swap_margin >= self.score[layer, expert]:
             return self.refuse(demand)
+        e = rows.low_at.item(l)
+        rows.evicting(l, e)
         return (l, e)
+
+    def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        self._rows.landed(self.score, layer, expert)
 
     def metrics(self) -> dict[str, float]:
         out = super().metrics()

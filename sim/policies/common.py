@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.policies.base import CPU, FETCH, GPU, Policy
+from sim.policies.base import CPU, FETCH, GPU, STREAM, Policy
 
 
 def requested(counts: np.ndarray) -> np.ndarray:
@@ -29,6 +29,9 @@ _SPLIT_CODES = np.array([CPU, CPU, FETCH, GPU], dtype=np.int8)
 _FETCH_CODES = np.array([FETCH, GPU], dtype=np.int8)
 _SPLIT_CODES.flags.writeable = False
 _FETCH_CODES.flags.writeable = False
+_STATIC_CODES = {CPU: np.array([CPU, GPU], dtype=np.int8), STREAM: np.array([STREAM, GPU], dtype=np.int8)}
+for _codes in _STATIC_CODES.values():
+    _codes.flags.writeable = False
 
 
 def gpu_where(cache, layer: int, counts: np.ndarray, on_gpu: np.ndarray) -> np.ndarray:
@@ -40,6 +43,11 @@ def gpu_where(cache, layer: int, counts: np.ndarray, on_gpu: np.ndarray) -> np.n
 def fetch_all_where(cache, layer: int, counts: np.ndarray) -> np.ndarray:
     """``where`` for GPU-only policies: GPU when resident, otherwise FETCH (demand fetch, or wait)."""
     return _FETCH_CODES.take(cache.resident[layer].view(np.uint8))
+
+
+def static_where(cache, layer: int, other: int) -> np.ndarray:
+    """``where`` for static placements: GPU when resident, otherwise ``other`` (CPU or STREAM)."""
+    return _STATIC_CODES[other].take(cache.resident[layer].view(np.uint8))
 
 
 class OffloadPolicy(Policy):
@@ -72,4 +80,4 @@ class OffloadPolicy(Policy):
 
 
 __all__ = ["CPU", "FETCH", "GPU", "OffloadPolicy", "evictable_mask", "fetch_all_where",
-           "gpu_where", "present_row", "requested"]
+           "gpu_where", "present_row", "requested", "static_where"]

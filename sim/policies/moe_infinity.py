@@ -5,6 +5,7 @@ import numpy as np
 
 from sim.policies.base import Placement, Signals
 from sim.policies.common import OffloadPolicy, fetch_all_where
+from sim.policies.priority_rows import RowExtremes
 
 
 class MoEInfinity(OffloadPolicy):
@@ -53,6 +54,7 @@ class MoEInfinity(OffloadPolicy):
         ahead = (np.arange(L)[None, :] - np.arange(L)[:, None]) % L
         self._topo = 1.0 - ahead / (L + 1)                           # [current, layer]
         self._prio = np.empty((L, E))
+        self._rows = RowExtremes(L)
         self._refresh(0)
 
     def _priority(self, current: int) -> np.ndarray:
@@ -64,6 +66,7 @@ class MoEInfinity(OffloadPolicy):
         np.multiply(self._share, self._topo[current][:, None], out=self._prio)
         np.multiply(self._prio, self.freq, out=self._prio)
         self._prio_at = current
+        self._rows.all_stale()
 
     def on_layer_start(self, layer: int, cache) -> None:
         self.current = layer
@@ -81,32 +84,40 @@ class MoEInfinity(OffloadPolicy):
         self._seen[layer] = row > 0
         if self._prio_at == layer:     # only this row changed
             self._prio[layer] = self._share[layer] * self._topo[layer, layer] * self.freq[layer]
+            self._rows.row_changed(layer)
         else:
             self._refresh(layer)
 
+    def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        self._rows.landed(self._prio, layer, expert)
+
     def next_transfer(self, cache):
         first = self.current + 1
-        absent = ~(cache.resident[first:] | cache.inflight[first:])
-        score = np.where(self._seen[first:] & absent, self._prio[first:], -np.inf)
-        if not score.size:
+        if first >= self.ctx.n_layers:
             return None
-        i = int(score.argmax())
-        best = score.flat[i]
+        rows = self._rows
+        rows.sync(cache, self._prio, self._seen)
+        l, best = rows.best_from(first)
         if best == -np.inf:
             return None
-        l, e = divmod(i, self.ctx.n_experts)
         if cache.n_free <= 0 and self._lowest(cache, below=best) is None:
             return None
-        return self.offer((first + l, e))
+        rows.offered(l)                # the core may reserve it now
+        return self.offer((l, int(rows.best_at[l])))
 
     def _lowest(self, cache, below: float = np.inf):
-        score = np.where(cache.resident, self._prio, np.inf)
-        score[cache.pinned] = np.inf
-        i = int(score.argmin())
-        low = score.flat[i]
-        return divmod(i, self.ctx.n_experts) if low < below and low != np.inf else None
+        """The lowest-priority resident expert of an unpinned layer if below ``below``, else None
+        (the first in flat order among ties, as an argmin over the whole masked array)."""
+        rows = self._rows
+        rows.sync(cache, self._prio, self._seen)
+        l, low = rows.lowest(cache.pinned)
+        return (l, int(rows.low_at[l])) if low < below and low != np.inf else None
 
     def victim(self, layer: int, expert: int, cache, demand: bool):
         below = np.inf if demand else self._prio[layer, expert]
         found = self._lowest(cache, below)
-        return found if found is not None else self.refuse(demand)
+        if found is None:
+            return self.refuse(demand)
+        self._rows.evicting(*found)    # the core evicts it and reserves (layer, expert) now
+        self._rows.offered(layer)
+        return found

@@ -36,15 +36,29 @@ def fetch_order(experts, counts) -> list[int]:
 
 
 def split_time(counts: np.ndarray, on_gpu: np.ndarray, present: np.ndarray, costs: CostTable,
-               link_wait_s: float = 0.0) -> float:
-    """Estimated expert time of one layer for a given assignment (see the module docstring)."""
+               link_wait_s: float = 0.0, times: ExpertTimes | None = None) -> float:
+    """Estimated expert time of one layer for a given assignment (see the module docstring).
+    ``times``: the same costs as an :class:`ExpertTimes` (the same sums, without a numpy call per
+    expert)."""
     counts = np.asarray(counts)
     req = np.flatnonzero(counts > 0)
+    if times is not None:
+        return _split_time_listed(req.tolist(), counts[req].tolist(), np.asarray(on_gpu)[req].tolist(),
+                                  np.asarray(present)[req].tolist(), times, costs.transfer_s, link_wait_s)
     cpu = sum(float(costs.cpu(counts[e])) for e in req if not on_gpu[e])
     res = sum(float(costs.gpu(counts[e])) for e in req if on_gpu[e] and present[e])
     fetched = fetch_order([e for e in req if on_gpu[e] and not present[e]], counts)
     gpu = gpu_lane(res, [float(costs.gpu(counts[e])) for e in fetched], costs.transfer_s, link_wait_s)
     return max(cpu, gpu)
+
+
+def _split_time_listed(ids, ns, on_gpu, present, times: ExpertTimes, tau: float, wait: float) -> float:
+    """:func:`split_time` over plain lists (the requested experts in id order)."""
+    g, c = times.gpu(ns), times.cpu(ns)
+    cpu = sum(c[i] for i, o in enumerate(on_gpu) if not o)
+    res = sum(g[i] for i, o in enumerate(on_gpu) if o and present[i])
+    fetched = sorted((i for i, o in enumerate(on_gpu) if o and not present[i]), key=lambda i: (-ns[i], ids[i]))
+    return max(cpu, gpu_lane(res, [g[i] for i in fetched], tau, wait))
 
 
 def _classes(counts, present):

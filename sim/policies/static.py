@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.policies.base import CPU, GPU, Placement, Policy, Signals
-from sim.policies.common import OffloadPolicy, gpu_where, present_row
+from sim.policies.base import CPU, Placement, Policy, Signals
+from sim.policies.common import OffloadPolicy, gpu_where, present_row, static_where
 from sim.policies.recency import LRUOrder
 from sim.policies.split import ExpertTimes, best_split
 from sim.policies.static_sets import layer_experts, most_popular, whole_layers
@@ -73,7 +73,7 @@ class LlamaCppStatic(Policy):
         return layer_experts(layers, c.n_experts)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        return Placement(np.where(cache.resident[layer], GPU, CPU).astype(np.int8))
+        return Placement(static_where(cache, layer, CPU))
 
 
 class LlamaCppSpec(LlamaCppStatic):
@@ -193,4 +193,4 @@ class KTransformers(Policy):
         return out
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        return Placement(np.where(cache.resident[layer], GPU, CPU).astype(np.int8))
+        return Placement(static_where(cache, layer, CPU))

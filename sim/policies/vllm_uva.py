@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.policies.base import GPU, STREAM, Placement, Policy, Signals
+from sim.policies.base import STREAM, Placement, Policy, Signals
+from sim.policies.common import static_where
 from sim.policies.static_sets import layer_experts, whole_layers
 
 
@@ -35,4 +36,4 @@ class VllmUVA(Policy):
         return layer_experts(layers, c.n_experts)
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
-        return Placement(np.where(cache.resident[layer], GPU, STREAM).astype(np.int8))
+        return Placement(static_where(cache, layer, STREAM))

@@ -55,6 +55,7 @@ def test_eviction_takes_the_lowest_priority_and_prefetch_never_evicts_higher():
     assert pol.victim(2, 2, cache, False) == (0, 0)             # prefetch of (2,2): (0,0) ranks lower
     cache.evict(0, 0)
     cache.load(2, 2)
+    pol.on_transfer_done(2, 2, cache)                    # a landing (the protocol tells the policy)
     # a prefetch for a layer-0 expert (next token) may not push out the layer-2 expert
     assert pol.victim(0, 3, cache, False) is None
     assert pol.victim(0, 0, cache, True) == (2, 2)             # a demand fetch always gets a slot

@@ -102,3 +102,12 @@ def test_quantised_experts_move_fewer_bytes_and_runtime_scales_per_format():
     assert slow.cpu_expert_table()[1] - 8e-6 == pytest.approx(2 * (cm.cpu_expert_table()[1] - 8e-6))
     with pytest.raises(ConfigError, match="field 'quant' must be one of"):
         config.model("qwen3_30b_a3b", quant="q9")
+
+
+def test_runtime_policy_lets_every_profile_field_be_set_on_the_command_line():
+    """``runtime.<field>=value`` works for every field of a runtime profile: conf/runtime/policy.yaml
+    (the default runtime group entry) lists each RuntimeSpec field, so Hydra accepts the override."""
+    from sim.specs.machine import RuntimeSpec, load_yaml
+
+    listed = set(load_yaml("runtime", "policy"))
+    assert {f.name for f in dataclasses.fields(RuntimeSpec)} <= listed

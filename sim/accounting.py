@@ -12,6 +12,7 @@ from sim.metrics import Counters
 from sim.policies.base import CPU, GPU
 
 MAX_PREFETCH_TRIES = 256  # entries a policy may hand back that need no copy before the link idles
+_GPU, _CPU = np.int8(GPU), np.int8(CPU)   # numpy scalars: an array compares with them faster
 
 
 class PrefetchTracker:
@@ -47,9 +48,11 @@ class PrefetchTracker:
         """Resident experts of ``layer`` were requested; returns how many were unused prefetches."""
         if not self.n:
             return 0
-        useful = int(np.count_nonzero(self.flags[layer, experts]))
-        self.n -= useful
-        self.flags[layer, experts] = False
+        row = self.flags[layer]
+        useful = int(np.count_nonzero(row[experts]))
+        if useful:
+            self.n -= useful
+            row[experts] = False
         return useful
 
 
@@ -64,8 +67,8 @@ def tally_requests(c: Counters, cache, tracker: PrefetchTracker, layer: int, req
     c.requests += req.size
     c.hits += int(np.count_nonzero(res))
     c.prefetch_useful += tracker.used(layer, req[res])
-    on_gpu, on_cpu = where == GPU, where == CPU
-    if np.count_nonzero(on_gpu & ~res):
+    on_gpu, on_cpu = where == _GPU, where == _CPU
+    if np.count_nonzero(on_gpu > res):     # on the GPU but not resident
         bad = req[on_gpu & ~res][0]
         raise CacheError(f"policy {policy_name!r} placed expert ({layer}, {bad}) on the GPU but it is not resident")
     return on_gpu, on_cpu

@@ -33,6 +33,7 @@ class ProtocolCore:
         self.policy, self.cache = policy, cache
         self.expert_bytes, self.gpu_tab, self.cpu_tab = expert_bytes, gpu_tab, cpu_tab
         self.slots = slots or SlotObserver()
+        self._observed = type(self.slots) is not SlotObserver    # the base observer does nothing
         self.c = Counters()
         self.prefetched = PrefetchTracker(cache.n_layers, cache.n_experts)
         self.failed = 0
@@ -90,7 +91,7 @@ class ProtocolCore:
         where = np.asarray(placement.where)[req]
         on_gpu, on_cpu = tally_requests(c, self.cache, self.prefetched, layer, req, where, self.policy.name)
         plan = LayerPlan(gpu=req[on_gpu].tolist(), cpu=req[on_cpu].tolist(),
-                         gpu_s=float(self.gpu_tab[n] @ on_gpu), cpu_s=float(self.cpu_tab[n] @ on_cpu))
+                         gpu_s=float(self.gpu_tab[n].dot(on_gpu)), cpu_s=float(self.cpu_tab[n].dot(on_cpu)))
         c.gpu_execs += len(plan.gpu)
         c.cpu_execs += len(plan.cpu)
         if placement.bulk:
@@ -182,7 +183,8 @@ class ProtocolCore:
                 return False
             self.evict(int(victim[0]), int(victim[1]))
         cache.begin(layer, expert)
-        self.slots.taken(layer, expert)
+        if self._observed:
+            self.slots.taken(layer, expert)
         return True
 
     def reserve_many(self, layer: int, experts: list) -> list:
@@ -214,7 +216,8 @@ class ProtocolCore:
     def evict(self, layer: int, expert: int) -> None:
         """Free a resident expert's slot."""
         self.cache.evict(layer, expert)
-        self.slots.released(layer, expert)
+        if self._observed:
+            self.slots.released(layer, expert)
         self.prefetched.evicted_one(layer, expert)
         self.c.evictions += 1
 
@@ -235,6 +238,7 @@ class ProtocolCore:
         With ``horizon = -inf`` nothing lands: that is :meth:`next_prefetch`."""
         cache, pick, reserve = self.cache, self.policy.next_transfer, self.reserve
         resident, inflight = cache.resident, cache.inflight
+        land_one, done, tracked, c = cache.land, self.policy.on_transfer_done, self.prefetched.landed, self.c
         n = 0
         while True:
             for _ in range(MAX_PREFETCH_TRIES):
@@ -250,15 +254,19 @@ class ProtocolCore:
             land = now + duration
             if not land < horizon:
                 return Copy(layer, (expert,), PREFETCH), now, n
-            self.c.pcie_bytes += self.expert_bytes
-            self._prefetch_landed(layer, expert)
+            c.pcie_bytes += self.expert_bytes          # as _prefetch_landed, inlined: once per copy
+            land_one(layer, expert)
+            c.prefetches += 1
+            tracked(layer, expert)
+            done(layer, expert, cache)
             if on_landed is not None:
                 on_landed(layer, expert, now, land)
             now = land
             n += 1
 
     def _prefetch_landed(self, layer: int, expert: int) -> None:
-        """One prefetched expert landed (its bytes already counted)."""
+        """One prefetched expert landed (its bytes already counted; :meth:`prefetch_run` inlines
+        these four lines)."""
         self.cache.land(layer, expert)
         self.c.prefetches += 1
         self.prefetched.landed(layer, expert)

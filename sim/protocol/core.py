@@ -9,14 +9,13 @@ placement is therefore identical on every executor (DESIGN.md section 3.3).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from sim.accounting import MAX_PREFETCH_TRIES, PrefetchTracker, tally_requests
 from sim.expert_cache import CacheError, ExpertCache
 from sim.metrics import Counters
 from sim.policies.base import FETCH, STREAM, Placement, Policy, Signals
+from sim.protocol.prefetch_run import prefetch_run
 from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait
 
 
@@ -225,52 +224,24 @@ class ProtocolCore:
     def next_prefetch(self) -> Copy | None:
         """The link is idle: the policy's next prefetch that needs a copy and got a slot, or None.
 
-        Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``)."""
-        return self.prefetch_run(0.0, 0.0, -math.inf)[0]
+        Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``). This is
+        the reference for :func:`sim.protocol.prefetch_run.prefetch_run`, one copy at a time."""
+        cache, pick = self.cache, self.policy.next_transfer
+        resident, inflight = cache.resident, cache.inflight
+        for _ in range(MAX_PREFETCH_TRIES):
+            item = pick(cache)
+            if item is None:
+                return None
+            layer, expert = int(item[0]), int(item[1])
+            if not (resident.item(layer, expert) or inflight.item(layer, expert)) \
+                    and self.reserve(layer, expert, demand=False):
+                return Copy(layer, (expert,), PREFETCH)
+        return None
 
     def prefetch_run(self, now: float, duration: float, horizon: float, on_landed=None):
-        """A run of prefetches on an idle link from ``now``, each ``duration`` long, back to back:
-        every prefetch that lands strictly before ``horizon`` lands here (``on_landed(layer,
-        expert, start, land)`` told after each), the policy called in exactly the order of one
-        :meth:`next_prefetch` + :meth:`landed` per copy. Returns ``(copy, now, landed)``: the
-        first prefetch that does not land before ``horizon`` (slot reserved, to be moved by the
-        executor) or None when the policy has none, the link's time then, and how many landed.
-        With ``horizon = -inf`` nothing lands: that is :meth:`next_prefetch`."""
-        cache, pick, reserve = self.cache, self.policy.next_transfer, self.reserve
-        resident, inflight = cache.resident, cache.inflight
-        land_one, done, tracked, c = cache.land, self.policy.on_transfer_done, self.prefetched.landed, self.c
-        n = 0
-        while True:
-            for _ in range(MAX_PREFETCH_TRIES):
-                item = pick(cache)
-                if item is None:
-                    return None, now, n
-                layer, expert = int(item[0]), int(item[1])
-                if not (resident.item(layer, expert) or inflight.item(layer, expert)) \
-                        and reserve(layer, expert, False):
-                    break
-            else:
-                return None, now, n
-            land = now + duration
-            if not land < horizon:
-                return Copy(layer, (expert,), PREFETCH), now, n
-            c.pcie_bytes += self.expert_bytes          # as _prefetch_landed, inlined: once per copy
-            land_one(layer, expert)
-            c.prefetches += 1
-            tracked(layer, expert)
-            done(layer, expert, cache)
-            if on_landed is not None:
-                on_landed(layer, expert, now, land)
-            now = land
-            n += 1
-
-    def _prefetch_landed(self, layer: int, expert: int) -> None:
-        """One prefetched expert landed (its bytes already counted; :meth:`prefetch_run` inlines
-        these four lines)."""
-        self.cache.land(layer, expert)
-        self.c.prefetches += 1
-        self.prefetched.landed(layer, expert)
-        self.policy.on_transfer_done(layer, expert, self.cache)
+        """Every prefetch that lands before ``horizon``, landed in one call (see
+        :func:`sim.protocol.prefetch_run.prefetch_run`)."""
+        return prefetch_run(self, now, duration, horizon, on_landed)
 
     def landed(self, copy: Copy, ok: bool = True) -> None:
         """``copy``'s bytes arrived (``ok``), or the copy failed: its slots are freed."""
@@ -285,7 +256,11 @@ class ProtocolCore:
         c.pcie_bytes += self.expert_bytes * len(copy.experts)
         kind = copy.kind
         if kind == PREFETCH:                   # the common case first: one prefetched expert
-            self._prefetch_landed(layer, copy.experts[0])
+            expert = copy.experts[0]
+            cache.land(layer, expert)
+            c.prefetches += 1
+            self.prefetched.landed(layer, expert)
+            self.policy.on_transfer_done(layer, expert, cache)
         elif kind == STREAM_COPY:
             c.streams += 1
         elif len(copy.experts) > 1:

@@ -116,14 +116,15 @@ class UtilityEstimator:
 
     def update(self, layer: int, counts: np.ndarray, n: int) -> np.ndarray:
         """Apply one window's counts to ``layer``; returns the layer's new levels (a new array)."""
-        U, _ = self.boundaries(layer, n)
+        U = self.boundaries(layer, n)[0]
         self.last_up[layer] = U
         if n >= self.W:                          # counts never exceed n (top-k ids are distinct)
             counts = np.minimum(counts, self.W - 1)
         idx = self.rows[layer] * self.W
         idx += counts
         self.last_idx = idx
-        s = self.rows[layer] = self.table(U).take(idx)
+        table = self._tables.get(U)
+        s = self.rows[layer] = (table if table is not None else self.table(U)).take(idx)
         if self.mode == "adaptive":
             self._calibrate(layer, int(np.count_nonzero(s)))
         return s

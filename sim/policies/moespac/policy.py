@@ -141,7 +141,7 @@ class MoESpAc(Policy):
         self.tree.set_layer(layer, lvl if self.release == "level" else self.zeros, cache.resident[layer])
         # hot experts not present; with release "zero" also the resident hot ones (re-queued to win
         # their level back, the authors' release), never an expert below tau
-        want = (hot if self.release == "zero" else hot & ~present).nonzero()[0].tolist()
+        want = (hot if self.release == "zero" else hot > present).nonzero()[0].tolist()   # > : and not
         if want:
             lvls = [lvl[e] for e in want] if self.queue_order == "level" else [self.K] * len(want)
             self.queue.push_levels(layer, want, lvls)

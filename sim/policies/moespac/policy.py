@@ -154,12 +154,25 @@ class MoESpAc(Policy):
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
         tree, queue, bal = self.tree, self.queue, self.bal
-        resident, inflight, pop, min_pop = cache.resident, cache.inflight, queue.pop, self.min_pop
+        resident, inflight, min_pop = cache.resident, cache.inflight, self.min_pop
+        levels, gen = queue.levels, queue.gen
         while True:
-            item = pop(min_pop)
+            # queue.pop(min_pop), written out: this runs once per copy
+            lv, item = queue.K, None
+            while lv >= min_pop:
+                q = levels[lv]
+                while q:
+                    l, e, g = q.popleft()
+                    queue.size -= 1
+                    if g == gen[l]:
+                        item = l, e
+                        break
+                    queue.stale_dropped += 1
+                if item is not None:
+                    break
+                lv -= 1
             if item is None:
                 return None
-            l, e, lv = item
             if resident.item(l, e):
                 if lv > tree.rows[l][e]:
                     tree.set(l, e, lv)
@@ -168,14 +181,14 @@ class MoESpAc(Policy):
             if inflight.item(l, e):
                 continue
             if cache.n_used < cache.n_slots:
-                return l, e
+                return item
             v = tree.victim(bal.tau, bal.tau_lo, bal.tau_hi, self.current, cache.pinned)  # _find_victim
             if v is None:
                 queue.push_front(l, e, lv)
                 self.n_waits += 1
                 return None
             self._planned = (l, e, v)
-            return l, e
+            return item
 
     def _find_victim(self, cache):
         b = self.bal

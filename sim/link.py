@@ -11,7 +11,9 @@ cache or the policy, so the link need not sleep through each copy: it computes w
 copy lands (start = the previous landing, land = start + duration, the same float sums SimPy
 would make), and lands every copy that lands *strictly before* the next scheduled event
 (``env.peek()``) and that nobody waits on, without a SimPy event -- the policy sees the same
-calls in the same order as with one timeout per copy. Only the copy in flight when another
+calls in the same order as with one timeout per copy. Such a run of prefetches is one call to
+the core (:meth:`sim.protocol.ProtocolCore.prefetch_run`), which lands them in one loop and
+returns the first prefetch that does not land in time. Only the copy in flight when another
 process next runs, or one a process waits on, becomes a SimPy timeout, scheduled at exactly its
 landing time (:func:`timeout_at`). A landing at the same instant as another event is never
 coalesced (SimPy would run the earlier-scheduled event first), so ties resolve as before.

@@ -60,6 +60,7 @@ class ScoreTree:
         self.bits = [[0] * n_layers for _ in range(K + 2)]   # bits[s][l]: experts of l keyed at s
         self.layers = [0] * (K + 2)                          # bit l set when bits[s][l] is not 0
         self.pinned = [False] * n_layers
+        self.cyclic = order == "cyclic"
 
     @property
     def score(self) -> np.ndarray:
@@ -177,8 +178,8 @@ class ScoreTree:
                blocked: np.ndarray) -> tuple[int, int] | None:
         """The resident expert to evict: true score < ``tau[its layer]``, its layer neither pinned
         here nor ``blocked`` (the executor's pins); None if no expert may go."""
-        layers, cyclic = self.layers, self.order == "cyclic"
-        for s in range(min(self.K + 1, tau_max)):
+        layers, cyclic = self.layers, self.cyclic
+        for s in range(tau_max if tau_max <= self.K else self.K + 1):
             ls = layers[s]
             if not ls:
                 continue

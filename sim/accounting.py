@@ -12,6 +12,7 @@ from sim.metrics import Counters
 from sim.policies.base import CPU, GPU
 
 MAX_PREFETCH_TRIES = 256  # entries a policy may hand back that need no copy before the link idles
+_CODES: dict = {}   # dtype -> (GPU, CPU) as scalars of that dtype: an array compares faster with them
 
 
 class PrefetchTracker:
@@ -47,9 +48,11 @@ class PrefetchTracker:
         """Resident experts of ``layer`` were requested; returns how many were unused prefetches."""
         if not self.n:
             return 0
-        useful = int(np.count_nonzero(self.flags[layer, experts]))
-        self.n -= useful
-        self.flags[layer, experts] = False
+        row = self.flags[layer]
+        useful = int(np.count_nonzero(row[experts]))
+        if useful:
+            self.n -= useful
+            row[experts] = False
         return useful
 
 
@@ -64,8 +67,11 @@ def tally_requests(c: Counters, cache, tracker: PrefetchTracker, layer: int, req
     c.requests += req.size
     c.hits += int(np.count_nonzero(res))
     c.prefetch_useful += tracker.used(layer, req[res])
-    on_gpu, on_cpu = where == GPU, where == CPU
-    if np.count_nonzero(on_gpu & ~res):
+    codes = _CODES.get(where.dtype)
+    if codes is None:
+        codes = _CODES[where.dtype] = (where.dtype.type(GPU), where.dtype.type(CPU))
+    on_gpu, on_cpu = where == codes[0], where == codes[1]
+    if np.count_nonzero(on_gpu > res):     # on the GPU but not resident
         bad = req[on_gpu & ~res][0]
         raise CacheError(f"policy {policy_name!r} placed expert ({layer}, {bad}) on the GPU but it is not resident")
     return on_gpu, on_cpu

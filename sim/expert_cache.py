@@ -46,7 +46,7 @@ class ExpertCache:
 
     def begin(self, layer: int, expert: int) -> None:
         """Reserve a free slot for a transfer of (layer, expert)."""
-        if self.present(layer, expert):
+        if self.resident.item(layer, expert) or self.inflight.item(layer, expert):
             raise CacheError(f"expert ({layer}, {expert}) is already resident or in flight")
         if self.n_used >= self.n_slots:
             raise CacheError("no free slot: evict first")
@@ -73,9 +73,10 @@ class ExpertCache:
 
     def land(self, layer: int, expert: int) -> None:
         """A transfer finished: the expert becomes resident."""
-        if not self.inflight.item(layer, expert):
+        inflight = self.inflight
+        if not inflight.item(layer, expert):
             raise CacheError(f"expert ({layer}, {expert}) was not in flight")
-        self.inflight[layer, expert] = False
+        inflight[layer, expert] = False
         self.resident[layer, expert] = True
 
     def cancel(self, layer: int, expert: int) -> None:

@@ -11,7 +11,9 @@ cache or the policy, so the link need not sleep through each copy: it computes w
 copy lands (start = the previous landing, land = start + duration, the same float sums SimPy
 would make), and lands every copy that lands *strictly before* the next scheduled event
 (``env.peek()``) and that nobody waits on, without a SimPy event -- the policy sees the same
-calls in the same order as with one timeout per copy. Only the copy in flight when another
+calls in the same order as with one timeout per copy. Such a run of prefetches is one call to
+the core (:meth:`sim.protocol.ProtocolCore.prefetch_run`), which lands them in one loop and
+returns the first prefetch that does not land in time. Only the copy in flight when another
 process next runs, or one a process waits on, becomes a SimPy timeout, scheduled at exactly its
 landing time (:func:`timeout_at`). A landing at the same instant as another event is never
 coalesced (SimPy would run the earlier-scheduled event first), so ties resolve as before.
@@ -121,25 +123,21 @@ class Link:
         while True:
             if self.demand:
                 job = self.demand.popleft()
-            elif self.prefetch_enabled and (copy := core.next_prefetch()) is not None:
-                land = now + self.transfer_s
-                if self.coalesce and land < env.peek():   # lands before anyone else acts: no event
-                    self.busy_until = land
-                    self.busy_s += self.transfer_s
-                    self.coalesced += 1
-                    core.landed(copy)
-                    if self.on_landed is not None:
-                        self.on_landed(LinkJob(copy, self.transfer_s, land, now, land, True))
-                    now = land
-                    continue
-                job = LinkJob(copy, self.transfer_s, land_at=land)
-                self._register(job)             # someone may ask for it before it lands
             else:
-                self._idle = env.event()
-                yield self._idle
-                self._idle = None
-                now = env.now
-                continue
+                copy = None
+                if self.prefetch_enabled:
+                    if self.coalesce:
+                        copy, now = self._prefetch_run(now)
+                    else:
+                        copy = core.next_prefetch()
+                if copy is None:
+                    self._idle = env.event()
+                    yield self._idle
+                    self._idle = None
+                    now = env.now
+                    continue
+                job = LinkJob(copy, self.transfer_s, land_at=now + self.transfer_s)
+                self._register(job)             # someone may ask for it before it lands
             job.start = now
             land = self.busy_until = now + job.duration
             if not self.coalesce or job.waiter is not None or land >= env.peek():
@@ -151,6 +149,23 @@ class Link:
             self.busy_s += job.duration
             self._land(job, land)
             now = land
+
+    def _prefetch_run(self, now: float):
+        """Land every prefetch that lands before the next event of another process (one core
+        call); returns the first one that does not (or None: the policy has none) and the time."""
+        dt = self.transfer_s
+        report = self._report if self.on_landed is not None else None
+        copy, end, n = self.core.prefetch_run(now, dt, self.env.peek(), report)
+        if n:
+            busy = self.busy_s
+            for _ in range(n):          # the same float sums as one addition per landed copy
+                busy += dt
+            self.busy_s, self.busy_until = busy, end
+            self.coalesced += n
+        return copy, end
+
+    def _report(self, layer: int, expert: int, start: float, land: float) -> None:
+        self.on_landed(LinkJob(Copy(layer, (expert,), PREFETCH), self.transfer_s, land, start, land, True))
 
     def _land(self, job: LinkJob, now: float) -> None:
         copy = job.copy

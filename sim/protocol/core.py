@@ -15,6 +15,7 @@ from sim.accounting import MAX_PREFETCH_TRIES, PrefetchTracker, tally_requests
 from sim.expert_cache import CacheError, ExpertCache
 from sim.metrics import Counters
 from sim.policies.base import FETCH, STREAM, Placement, Policy, Signals
+from sim.protocol.prefetch_run import prefetch_run
 from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait
 
 
@@ -31,6 +32,7 @@ class ProtocolCore:
         self.policy, self.cache = policy, cache
         self.expert_bytes, self.gpu_tab, self.cpu_tab = expert_bytes, gpu_tab, cpu_tab
         self.slots = slots or SlotObserver()
+        self._observed = type(self.slots) is not SlotObserver    # the base observer does nothing
         self.c = Counters()
         self.prefetched = PrefetchTracker(cache.n_layers, cache.n_experts)
         self.failed = 0
@@ -88,7 +90,7 @@ class ProtocolCore:
         where = np.asarray(placement.where)[req]
         on_gpu, on_cpu = tally_requests(c, self.cache, self.prefetched, layer, req, where, self.policy.name)
         plan = LayerPlan(gpu=req[on_gpu].tolist(), cpu=req[on_cpu].tolist(),
-                         gpu_s=float(self.gpu_tab[n] @ on_gpu), cpu_s=float(self.cpu_tab[n] @ on_cpu))
+                         gpu_s=float(self.gpu_tab[n].dot(on_gpu)), cpu_s=float(self.cpu_tab[n].dot(on_cpu)))
         c.gpu_execs += len(plan.gpu)
         c.cpu_execs += len(plan.cpu)
         if placement.bulk:
@@ -180,7 +182,8 @@ class ProtocolCore:
                 return False
             self.evict(int(victim[0]), int(victim[1]))
         cache.begin(layer, expert)
-        self.slots.taken(layer, expert)
+        if self._observed:
+            self.slots.taken(layer, expert)
         return True
 
     def reserve_many(self, layer: int, experts: list) -> list:
@@ -212,7 +215,8 @@ class ProtocolCore:
     def evict(self, layer: int, expert: int) -> None:
         """Free a resident expert's slot."""
         self.cache.evict(layer, expert)
-        self.slots.released(layer, expert)
+        if self._observed:
+            self.slots.released(layer, expert)
         self.prefetched.evicted_one(layer, expert)
         self.c.evictions += 1
 
@@ -220,7 +224,8 @@ class ProtocolCore:
     def next_prefetch(self) -> Copy | None:
         """The link is idle: the policy's next prefetch that needs a copy and got a slot, or None.
 
-        Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``)."""
+        Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``). This is
+        the reference for :func:`sim.protocol.prefetch_run.prefetch_run`, one copy at a time."""
         cache, pick = self.cache, self.policy.next_transfer
         resident, inflight = cache.resident, cache.inflight
         for _ in range(MAX_PREFETCH_TRIES):
@@ -232,6 +237,11 @@ class ProtocolCore:
                     and self.reserve(layer, expert, demand=False):
                 return Copy(layer, (expert,), PREFETCH)
         return None
+
+    def prefetch_run(self, now: float, duration: float, horizon: float, on_landed=None):
+        """Every prefetch that lands before ``horizon``, landed in one call (see
+        :func:`sim.protocol.prefetch_run.prefetch_run`)."""
+        return prefetch_run(self, now, duration, horizon, on_landed)
 
     def landed(self, copy: Copy, ok: bool = True) -> None:
         """``copy``'s bytes arrived (``ok``), or the copy failed: its slots are freed."""

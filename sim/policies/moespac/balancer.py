@@ -151,7 +151,7 @@ class Balancer:
         (resident or in flight); ``g``/``c``: expected GPU/CPU seconds per expert by level.
         Records the plan's hot set, transfers needed and estimated layer time."""
         m = self.K + 1
-        idx = levels * 2
+        idx = levels + levels                            # 2 * level (an add is cheaper)
         idx += present
         h = np.bincount(idx, minlength=2 * m).tolist()   # h[2s]: level s absent, h[2s+1]: present
         miss_at = h[0::2]

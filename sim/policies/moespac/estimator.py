@@ -92,6 +92,8 @@ class UtilityEstimator:
         self.last_up = [up if mode == "static" else 0] * n_layers
         self.last_idx = np.zeros(n_experts, dtype=np.int64)
         self._tables: dict[int, np.ndarray] = {}
+        self._scaled: dict[int, np.ndarray] = {}     # W x table, per U: the next update's s * W
+        self._rows_w = [np.zeros(n_experts, dtype=np.int64) for _ in range(n_layers)]  # rows x W
 
     @property
     def levels(self) -> np.ndarray:
@@ -112,18 +114,25 @@ class UtilityEstimator:
             t = transition_table(self.K, self.W, U, self.down if self.mode == "static" else 1,
                                  binary=self.mode == "binary")
             self._tables[U] = t
+            self._scaled[U] = t * self.W
         return t
 
     def update(self, layer: int, counts: np.ndarray, n: int) -> np.ndarray:
-        """Apply one window's counts to ``layer``; returns the layer's new levels (a new array)."""
-        U, _ = self.boundaries(layer, n)
+        """Apply one window's counts to ``layer``; returns the layer's new levels (a new array).
+
+        ``idx = s * W + c`` adds the counts to the layer's levels kept pre-scaled by ``W`` (looked
+        up in a ``W x table`` alongside the levels), one array operation instead of two."""
+        U = self.boundaries(layer, n)[0]
         self.last_up[layer] = U
         if n >= self.W:                          # counts never exceed n (top-k ids are distinct)
             counts = np.minimum(counts, self.W - 1)
-        idx = self.rows[layer] * self.W
-        idx += counts
+        table = self._tables.get(U)
+        if table is None:
+            table = self.table(U)
+        idx = self._rows_w[layer] + counts
         self.last_idx = idx
-        s = self.rows[layer] = self.table(U).take(idx)
+        s = self.rows[layer] = table.take(idx)
+        self._rows_w[layer] = self._scaled[U].take(idx)
         if self.mode == "adaptive":
             self._calibrate(layer, int(np.count_nonzero(s)))
         return s

@@ -87,7 +87,8 @@ class MoESpAc(Policy):
         self.tree = ScoreTree(L, E, K, order=self.eviction_order)
         self.hc = HotColdTracker(L, E)
         self.current = L - 1
-        self.zeros = np.zeros(E, dtype=np.int64)
+        self.zeros = [0] * E
+        self.levels = [[0] * E for _ in range(L)]   # the estimator's levels by layer, as lists
         self.top_k = ctx.top_k
         self.min_pop = 1 if self.use_balancer else self.fixed_tau
         self._refresh_costs()
@@ -136,14 +137,15 @@ class MoESpAc(Policy):
         hot = lv >= tau
         self.hc.predict(layer, hot, self.bal.n_hot)
         self.tree.unpin(layer)
-        self.tree.set_layer(layer, lv if self.release == "level" else self.zeros, cache.resident[layer])
+        self.levels[layer] = lvl = lv.tolist()
+        self.tree.set_layer(layer, lvl if self.release == "level" else self.zeros, cache.resident[layer])
         # hot experts not present; with release "zero" also the resident hot ones (re-queued to win
         # their level back, the authors' release), never an expert below tau
-        want = np.flatnonzero(hot if self.release == "zero" else hot & ~present)
-        if want.size:
-            lvls = lv[want].tolist() if self.queue_order == "level" else [self.K] * want.size
-            self.queue.push_levels(layer, want.tolist(), lvls)
-            self.n_pushed += want.size
+        want = (hot if self.release == "zero" else hot > present).nonzero()[0].tolist()   # > : and not
+        if want:
+            lvls = [lvl[e] for e in want] if self.queue_order == "level" else [self.K] * len(want)
+            self.queue.push_levels(layer, want, lvls)
+            self.n_pushed += len(want)
         self.n_decisions += 1
         self.sum_tau += tau
         self.sum_up += self.est.last_up[layer]
@@ -151,29 +153,42 @@ class MoESpAc(Policy):
 
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
-        tree, queue = self.tree, self.queue
-        resident, inflight, pop, min_pop = cache.resident, cache.inflight, queue.pop, self.min_pop
+        tree, queue, bal = self.tree, self.queue, self.bal
+        resident, inflight, min_pop = cache.resident, cache.inflight, self.min_pop
+        levels, gen = queue.levels, queue.gen
         while True:
-            item = pop(min_pop)
+            # queue.pop(min_pop), written out: this runs once per copy
+            lv, item = queue.K, None
+            while lv >= min_pop:
+                q = levels[lv]
+                while q:
+                    l, e, g = q.popleft()
+                    queue.size -= 1
+                    if g == gen[l]:
+                        item = l, e
+                        break
+                    queue.stale_dropped += 1
+                if item is not None:
+                    break
+                lv -= 1
             if item is None:
                 return None
-            l, e, lv = item
             if resident.item(l, e):
-                if lv > tree.score.item(l, e):
+                if lv > tree.rows[l][e]:
                     tree.set(l, e, lv)
                     self.n_rescored += 1
                 continue
             if inflight.item(l, e):
                 continue
             if cache.n_used < cache.n_slots:
-                return l, e
-            v = self._find_victim(cache)
+                return item
+            v = tree.victim(bal.tau, bal.tau_lo, bal.tau_hi, self.current, cache.pinned)  # _find_victim
             if v is None:
                 queue.push_front(l, e, lv)
                 self.n_waits += 1
                 return None
             self._planned = (l, e, v)
-            return l, e
+            return item
 
     def _find_victim(self, cache):
         b = self.bal
@@ -196,7 +211,7 @@ class MoESpAc(Policy):
         return v
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
-        self.tree.insert(layer, expert, self.est.rows[layer].item(expert))
+        self.tree.insert(layer, expert, self.levels[layer][expert])
 
     # --- results ------------------------------------------------------------------------------
     def metrics(self) -> dict:

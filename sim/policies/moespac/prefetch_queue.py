@@ -38,15 +38,17 @@ class PrefetchQueue:
 
     def pop(self, min_level: int = 1) -> tuple[int, int, int] | None:
         """The next live entry ``(layer, expert, level)`` at ``level >= min_level``, or None."""
-        gen = self.gen
-        for level in range(self.K, max(1, min_level) - 1, -1):
-            q = self.levels[level]
+        gen, levels = self.gen, self.levels
+        level, lo = self.K, min_level if min_level > 1 else 1
+        while level >= lo:
+            q = levels[level]
             while q:
                 layer, e, g = q.popleft()
                 self.size -= 1
                 if g == gen[layer]:
                     return layer, e, level
                 self.stale_dropped += 1
+            level -= 1
         return None
 
     def push_front(self, layer: int, expert: int, level: int) -> None:

@@ -45,17 +45,32 @@ def _descending(mask: int):
 
 
 class ScoreTree:
-    """Scores of every (layer, expert) plus the ordered index of the resident ones."""
+    """Scores of every (layer, expert) plus the ordered index of the resident ones.
+
+    Scores and keys are kept as plain Python lists per layer (``rows`` and ``keys``): the index
+    is walked and updated once per copy, where a numpy scalar access costs more than the logic;
+    :attr:`score` and :attr:`key` give them as arrays for inspection."""
 
     def __init__(self, n_layers: int, n_experts: int, K: int, order: str = "cyclic"):
         if order not in ORDERS:
             raise ValueError(f"eviction order {order!r} is not one of {ORDERS}")
         self.L, self.E, self.K, self.order = n_layers, n_experts, K, order
-        self.score = np.full((n_layers, n_experts), -1, dtype=np.int64)   # true scores
-        self.key = np.full((n_layers, n_experts), -1, dtype=np.int64)     # score part of the index key
+        self.rows = [[-1] * n_experts for _ in range(n_layers)]    # true scores
+        self.keys = [[-1] * n_experts for _ in range(n_layers)]    # score part of the index key
         self.bits = [[0] * n_layers for _ in range(K + 2)]   # bits[s][l]: experts of l keyed at s
         self.layers = [0] * (K + 2)                          # bit l set when bits[s][l] is not 0
         self.pinned = [False] * n_layers
+        self.cyclic = order == "cyclic"
+
+    @property
+    def score(self) -> np.ndarray:
+        """True scores as an ``[L, E]`` array (a copy)."""
+        return np.array(self.rows, dtype=np.int64)
+
+    @property
+    def key(self) -> np.ndarray:
+        """Index keys as an ``[L, E]`` array (a copy)."""
+        return np.array(self.keys, dtype=np.int64)
 
     # --- membership -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -70,49 +85,76 @@ class ScoreTree:
 
     def _drop(self, s: int, layer: int, expert: int) -> None:
         row = self.bits[s]
-        row[layer] &= ~(1 << expert)
-        if not row[layer]:
+        m = row[layer] = row[layer] & ~(1 << expert)
+        if not m:
             self.layers[s] &= ~(1 << layer)
 
     def insert(self, layer: int, expert: int, score: int) -> None:
         """A transfer landed (or an expert was preloaded): it enters with ``score``."""
-        if self.key.item(layer, expert) >= 0:
+        krow = self.keys[layer]
+        if krow[expert] >= 0:
             self.set(layer, expert, score)
             return
-        self.score[layer, expert] = self.key[layer, expert] = score
-        self._add(score, layer, expert)
+        self.rows[layer][expert] = krow[expert] = score
+        row = self.bits[score]
+        m = row[layer]
+        if not m:
+            self.layers[score] |= 1 << layer
+        row[layer] = m | 1 << expert
 
     def remove(self, layer: int, expert: int) -> None:
         """The expert was evicted: its slot is empty (-1)."""
-        k = self.key.item(layer, expert)
+        krow = self.keys[layer]
+        k = krow[expert]
         if k >= 0:
-            self._drop(k, layer, expert)
-            self.score[layer, expert] = self.key[layer, expert] = -1
+            row = self.bits[k]
+            m = row[layer] = row[layer] & ~(1 << expert)
+            if not m:
+                self.layers[k] &= ~(1 << layer)
+            self.rows[layer][expert] = krow[expert] = -1
 
     def set(self, layer: int, expert: int, score: int) -> None:
         """New score of a resident expert (raised lazily, lowered at once)."""
-        k = self.key.item(layer, expert)
+        k = self.keys[layer][expert]
         if k < 0:
             return
-        self.score[layer, expert] = score
+        self.rows[layer][expert] = score
         if score < k:
             self._rekey(layer, expert, score)
 
-    def set_layer(self, layer: int, scores: np.ndarray, resident: np.ndarray) -> None:
-        """Give every ``resident`` expert of ``layer`` its new score."""
-        np.copyto(self.score[layer], scores, where=resident)
-        krow = self.key[layer]
-        lower = np.flatnonzero(scores < krow)               # absent experts have key -1
-        if lower.size:
-            for e, old, new in zip(lower.tolist(), krow[lower].tolist(), scores[lower].tolist()):
-                self._drop(old, layer, e)
-                self._add(new, layer, e)
-            krow[lower] = scores[lower]
+    def set_layer(self, layer: int, scores, resident: np.ndarray) -> None:
+        """Give every ``resident`` expert of ``layer`` (a mask) its new score (``scores[e]``: a
+        list, or an array). Lowered keys move between buckets with one mask update per bucket."""
+        if isinstance(scores, np.ndarray):
+            scores = scores.tolist()
+        srow, krow = self.rows[layer], self.keys[layer]
+        moved = None
+        for e in resident.nonzero()[0].tolist():
+            new = srow[e] = scores[e]
+            old = krow[e]
+            if new < old:                                   # absent experts have key -1
+                krow[e] = new
+                if moved is None:
+                    moved = [0] * (self.K + 2), [0] * (self.K + 2)
+                b = 1 << e
+                moved[0][old] |= b
+                moved[1][new] |= b
+        if moved is not None:
+            bit = 1 << layer
+            for s, (out, into) in enumerate(zip(*moved)):
+                if out or into:
+                    row = self.bits[s]
+                    m = row[layer] = (row[layer] & ~out) | into
+                    if m:
+                        self.layers[s] |= bit
+                    else:
+                        self.layers[s] &= ~bit
 
     def _rekey(self, layer: int, expert: int, score: int) -> None:
-        self._drop(self.key.item(layer, expert), layer, expert)
+        krow = self.keys[layer]
+        self._drop(krow[expert], layer, expert)
         self._add(score, layer, expert)
-        self.key[layer, expert] = score
+        krow[expert] = score
 
     # --- pinning ------------------------------------------------------------------------------
     def pin(self, layer: int) -> None:
@@ -123,28 +165,29 @@ class ScoreTree:
 
     def score_of(self, layer: int, expert: int) -> int:
         """The effective score: K+1 while the layer is pinned, -1 when not resident."""
-        s = int(self.score[layer, expert])
+        s = self.rows[layer][expert]
         return self.K + 1 if s >= 0 and self.pinned[layer] else s
 
     def entries(self) -> list[tuple[int, int, int]]:
         """(effective score, layer, expert) of every resident expert, smallest first."""
-        ls, es = np.nonzero(self.score >= 0)
-        return sorted((self.score_of(l, e), l, e) for l, e in zip(ls.tolist(), es.tolist()))
+        return sorted((self.score_of(l, e), l, e) for l, row in enumerate(self.rows)
+                      for e, s in enumerate(row) if s >= 0)
 
     # --- victims ------------------------------------------------------------------------------
     def victim(self, tau: list, tau_min: int, tau_max: int, current: int,
                blocked: np.ndarray) -> tuple[int, int] | None:
         """The resident expert to evict: true score < ``tau[its layer]``, its layer neither pinned
         here nor ``blocked`` (the executor's pins); None if no expert may go."""
-        layers, cyclic = self.layers, self.order == "cyclic"
-        for s in range(min(self.K + 1, tau_max)):
-            if not layers[s]:
+        layers, cyclic = self.layers, self.cyclic
+        for s in range(tau_max if tau_max <= self.K else self.K + 1):
+            ls = layers[s]
+            if not ls:
                 continue
             if cyclic and s < tau_min:      # the common case first: layers current..0, then L-1..current+1
                 below = (2 << current) - 1
-                found = self._scan(s, (layers[s] & below, layers[s] & ~below), True, tau, blocked)
-            elif self.order == "id":
-                found = self._scan(s, (layers[s],), False, tau, blocked)
+                found = self._scan(s, ls & below, ls & ~below, True, tau, blocked)
+            elif not cyclic:
+                found = self._scan(s, ls, 0, False, tau, blocked)
             else:
                 found = self._cyclic_layers(s, tau, current, blocked)
             if found is not None:
@@ -158,46 +201,54 @@ class ScoreTree:
         yield from _descending(mask & below)
         yield from _descending(mask & ~below)
 
-    def _scan(self, s: int, parts: tuple, high_first: bool, tau: list, blocked: np.ndarray):
-        """Walk bucket ``s``: the layers of each mask of ``parts`` in turn, and each layer's
+    def _scan(self, s: int, first: int, then: int, high_first: bool, tau: list, blocked: np.ndarray):
+        """Walk bucket ``s``: the layers of mask ``first``, then of ``then``, and each layer's
         experts, highest bit first (``cyclic`` order) or lowest first (``id`` order); the first
         expert whose true score is still ``s`` in an eligible layer is the victim. Lagging keys met
         on the way are re-keyed after the walk. Written without generators: this is the per-copy
         victim search."""
-        pinned, score, row = self.pinned, self.score, self.bits[s]
-        lagging, found = [], None
-        for part in parts:
-            while part and found is None:
+        pinned, rows, row = self.pinned, self.rows, self.bits[s]
+        lagging, found = None, None
+        part = first
+        while True:
+            while part:
                 l = part.bit_length() - 1 if high_first else (part & -part).bit_length() - 1
                 part ^= 1 << l
                 if pinned[l]:
                     continue
                 ok = s < tau[l] and not blocked.item(l)
+                srow = rows[l]
                 m = row[l]
                 while m:
                     e = m.bit_length() - 1 if high_first else (m & -m).bit_length() - 1
                     m ^= 1 << e
-                    if score.item(l, e) != s:
+                    if srow[e] != s:
+                        if lagging is None:
+                            lagging = []
                         lagging.append((l, e))
                     elif ok:
                         found = (l, e)
                         break
-            if found is not None:
+                if found is not None:
+                    break
+            if found is not None or not then:
                 break
-        for l, e in lagging:
-            self._rekey(l, e, score.item(l, e))
+            part, then = then, 0
+        if lagging is not None:
+            for l, e in lagging:
+                self._rekey(l, e, rows[l][e])
         return found
 
     def _cyclic_layers(self, s: int, tau: list, current: int, blocked: np.ndarray):
         """Some layers may not give up score ``s``: visit the eligible ones in cyclic-distance
         order and take each one's largest-id score-``s`` expert."""
-        row, score = self.bits[s], self.score
+        row, rows = self.bits[s], self.rows
         for l in list(self._cyclic(s, current)):
             if tau[l] <= s or self.pinned[l] or blocked[l]:
                 continue
             while row[l]:
                 e = row[l].bit_length() - 1
-                true = score.item(l, e)
+                true = rows[l][e]
                 if true == s:
                     return l, e
                 self._rekey(l, e, true)

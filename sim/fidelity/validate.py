@@ -89,8 +89,10 @@ def scatter_png(df: pd.DataFrame, path: Path, title: str) -> None:
 
     ok = df.dropna(subset=["predicted_tok_s"])
     fig, ax = plt.subplots(figsize=(6.5, 6))
-    for system, g in ok.groupby("system"):
-        ax.scatter(g["measured_tok_s"], g["predicted_tok_s"], label=system, s=22)
+    markers = "osD^v<>"
+    for i, (system, g) in enumerate(ok.groupby("system")):   # 10 colours x 7 markers: every system its own
+        ax.scatter(g["measured_tok_s"], g["predicted_tok_s"], label=system, s=22, color=f"C{i % 10}",
+                   marker=markers[(i // 10) % len(markers)])
     lo = min(ok["measured_tok_s"].min(), ok["predicted_tok_s"].min()) * 0.7
     hi = max(ok["measured_tok_s"].max(), ok["predicted_tok_s"].max()) * 1.4
     xs = np.array([lo, hi])

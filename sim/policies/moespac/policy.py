@@ -153,26 +153,13 @@ class MoESpAc(Policy):
 
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
-        tree, queue, bal = self.tree, self.queue, self.bal
-        resident, inflight, min_pop = cache.resident, cache.inflight, self.min_pop
-        levels, gen = queue.levels, queue.gen
+        tree, queue = self.tree, self.queue
+        resident, inflight = cache.resident, cache.inflight
         while True:
-            # queue.pop(min_pop), written out: this runs once per copy
-            lv, item = queue.K, None
-            while lv >= min_pop:
-                q = levels[lv]
-                while q:
-                    l, e, g = q.popleft()
-                    queue.size -= 1
-                    if g == gen[l]:
-                        item = l, e
-                        break
-                    queue.stale_dropped += 1
-                if item is not None:
-                    break
-                lv -= 1
-            if item is None:
+            popped = queue.pop(self.min_pop)
+            if popped is None:
                 return None
+            l, e, lv = popped
             if resident.item(l, e):
                 if lv > tree.rows[l][e]:
                     tree.set(l, e, lv)
@@ -181,14 +168,14 @@ class MoESpAc(Policy):
             if inflight.item(l, e):
                 continue
             if cache.n_used < cache.n_slots:
-                return item
-            v = tree.victim(bal.tau, bal.tau_lo, bal.tau_hi, self.current, cache.pinned)  # _find_victim
+                return l, e
+            v = self._find_victim(cache)
             if v is None:
                 queue.push_front(l, e, lv)
                 self.n_waits += 1
                 return None
             self._planned = (l, e, v)
-            return item
+            return l, e
 
     def _find_victim(self, cache):
         b = self.bal

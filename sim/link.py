@@ -151,6 +151,16 @@ class Link:
             self._land(job, land)
             now = land
 
+    def drain_run(self) -> tuple[Copy | None, float]:
+        """A blocking drain's copies on the idle link from now (:meth:`sim.engine.Engine._drain`):
+        the same coalesced run as :meth:`_prefetch_run`, landed before the next event of another
+        process; returns the first copy that does not land in time (to submit once the link is
+        free) or None, and when the link is free."""
+        now = self.env.now
+        if self.demand or self.busy_until > now:
+            raise RuntimeError("link: a drain needs an idle link")
+        return self._prefetch_run(now)
+
     def _prefetch_run(self, now: float):
         """Land every prefetch that lands before the next event of another process (one core
         call); returns the first one that does not (or None: the policy has none) and the time."""

@@ -150,12 +150,13 @@ class ProtocolCore:
             raise ValueError(f"policy {self.policy.name!r}: a bulk placement cannot STREAM")
         fetch = where == FETCH
         want, gpu_of = [], {}
-        for e, k in zip(req[fetch].tolist(), n[fetch].tolist()):
-            g = float(self.gpu_tab[k])
+        nf = n[fetch]
+        ef = req[fetch].tolist()
+        for e, k, g in zip(ef, nf.tolist(), self.gpu_tab[nf].tolist()):
             if not self._present(layer, e, g, plan):
                 want.append(e)
                 gpu_of[e] = (g, k)
-        c.gpu_execs += int(np.count_nonzero(fetch))
+        c.gpu_execs += len(ef)
         ex = np.asarray(extra, dtype=np.int64)
         if ex.size:
             fly = cache.inflight[layer, ex]

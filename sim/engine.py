@@ -22,7 +22,7 @@ import simpy
 
 from sim.cost_model import CostModel, dram_cpu_time
 from sim.expert_cache import ExpertCache
-from sim.link import Link, LinkJob, job_label
+from sim.link import Link, LinkJob, job_label, timeout_at
 from sim.policies.base import Policy, PolicyContext
 from sim.protocol import Copy, ProtocolCore, layer_end_delay
 from sim.signals import LazySignals
@@ -199,9 +199,20 @@ class Engine:
         return self.link.submit(copy, self.transfer_s if n == 1 else self.cost.bulk_transfer_s(n))
 
     def _drain(self):
-        """Blocking prefetch (policies with ``overlap = False``): move every queued expert now."""
-        while (copy := self.core.next_prefetch()) is not None:
-            yield self.link.until_landed(self.link.submit(copy, self.transfer_s))
+        """Blocking prefetch (policies with ``overlap = False``): move every queued expert now.
+        Copies that land before another process's next event land in one coalesced run
+        (:meth:`sim.link.Link.drain_run`); ``coalesce=False`` moves one copy per event."""
+        link, env = self.link, self.env
+        while True:
+            if link.coalesce:
+                copy, end = link.drain_run()
+                if end > env.now:
+                    yield timeout_at(env, end)
+            else:
+                copy = self.core.next_prefetch()
+            if copy is None:
+                return
+            yield link.until_landed(link.submit(copy, self.transfer_s))
 
 
 def requests_by_layer(counts: np.ndarray):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from itertools import repeat
 
 import simpy
 
@@ -113,9 +114,9 @@ class Link:
         return job.waiter
 
     def _register(self, job: LinkJob) -> None:
-        if job.copy.kind != STREAM_COPY:
-            for e in job.copy.experts:
-                self.landing[(job.copy.layer, e)] = job
+        copy = job.copy
+        if copy.kind != STREAM_COPY:      # a block copy's experts in one C-level update
+            self.landing.update(zip(zip(repeat(copy.layer), copy.experts), repeat(job)))
 
     def _run(self):
         env, core = self.env, self.core
@@ -150,6 +151,16 @@ class Link:
             self._land(job, land)
             now = land
 
+    def drain_run(self) -> tuple[Copy | None, float]:
+        """A blocking drain's copies on the idle link from now (:meth:`sim.engine.Engine._drain`):
+        the same coalesced run as :meth:`_prefetch_run`, landed before the next event of another
+        process; returns the first copy that does not land in time (to submit once the link is
+        free) or None, and when the link is free."""
+        now = self.env.now
+        if self.demand or self.busy_until > now:
+            raise RuntimeError("link: a drain needs an idle link")
+        return self._prefetch_run(now)
+
     def _prefetch_run(self, now: float):
         """Land every prefetch that lands before the next event of another process (one core
         call); returns the first one that does not (or None: the policy has none) and the time."""
@@ -170,8 +181,7 @@ class Link:
     def _land(self, job: LinkJob, now: float) -> None:
         copy = job.copy
         if copy.kind != STREAM_COPY:
-            for e in copy.experts:
-                del self.landing[(copy.layer, e)]
+            deque(map(self.landing.pop, zip(repeat(copy.layer), copy.experts)), maxlen=0)
         if abs(now - job.land_at) > 1e-9 * max(1.0, now):
             raise RuntimeError(f"link: job L{copy.layer}{copy.experts} landed at {now}, expected {job.land_at}")
         job.end, job.done = now, True

@@ -55,6 +55,7 @@ class MoEInfinity(OffloadPolicy):
         self._topo = 1.0 - ahead / (L + 1)                           # [current, layer]
         self._prio = np.empty((L, E))
         self._rows = RowExtremes(L)
+        self._ahead = None             # (layer, expert, victim) of the prefetch just offered
         self._refresh(0)
 
     def _priority(self, current: int) -> np.ndarray:
@@ -69,6 +70,7 @@ class MoEInfinity(OffloadPolicy):
         self._rows.all_stale()
 
     def on_layer_start(self, layer: int, cache) -> None:
+        self._ahead = None
         self.current = layer
         self._refresh(layer)
 
@@ -76,6 +78,7 @@ class MoEInfinity(OffloadPolicy):
         return Placement(fetch_all_where(cache, layer, counts))
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
+        self._ahead = None
         self.eam[layer] += counts
         row = self.eam[layer]
         total = self.eam[layer:layer + 1].sum(axis=1)[0]     # the same reduction as a full pass
@@ -89,9 +92,11 @@ class MoEInfinity(OffloadPolicy):
             self._refresh(layer)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        self._ahead = None
         self._rows.landed(self._prio, layer, expert)
 
     def next_transfer(self, cache):
+        self._ahead = None
         first = self.current + 1
         if first >= self.ctx.n_layers:
             return None
@@ -100,10 +105,14 @@ class MoEInfinity(OffloadPolicy):
         l, best = rows.best_from(first)
         if best == -np.inf:
             return None
-        if cache.n_free <= 0 and self._lowest(cache, below=best) is None:
-            return None
+        e = int(rows.best_at[l])
+        if cache.n_free <= 0:
+            low = self._lowest(cache, below=best)
+            if low is None:
+                return None
+            self._ahead = (l, e, low)  # the victim the core asks for next, found already
         rows.offered(l)                # the core may reserve it now
-        return self.offer((l, int(rows.best_at[l])))
+        return self.offer((l, e))
 
     def _lowest(self, cache, below: float = np.inf):
         """The lowest-priority resident expert of an unpinned layer if below ``below``, else None
@@ -114,8 +123,11 @@ class MoEInfinity(OffloadPolicy):
         return (l, int(rows.low_at[l])) if low < below and low != np.inf else None
 
     def victim(self, layer: int, expert: int, cache, demand: bool):
-        below = np.inf if demand else self._prio[layer, expert]
-        found = self._lowest(cache, below)
+        ahead, self._ahead = self._ahead, None
+        if not demand and ahead is not None and ahead[0] == layer and ahead[1] == expert:
+            found = ahead[2]           # nothing changed since next_transfer searched it
+        else:
+            found = self._lowest(cache, np.inf if demand else self._prio[layer, expert])
         if found is None:
             return self.refuse(demand)
         self._rows.evicting(*found)    # the core evicts it and reserves (layer, expert) now

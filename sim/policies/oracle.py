@@ -66,11 +66,13 @@ class Oracle(OffloadPolicy):
         self.started = False
         self.split_memo: dict = {}   # best_split answers per layer shape (one cost table per run)
         self.times = ExpertTimes(ctx.costs)
+        self._ahead = None    # (prefetch offered, its victim) until the core's next call
 
     def initial_residency(self) -> list[tuple[int, int]]:
         return self.index.first_uses(self.ctx.n_slots)
 
     def on_step_start(self, step: int, signals: Signals, cache) -> None:
+        self._ahead = None
         self.step = step
         self.pos = step * self.L
         if not self.started:
@@ -78,9 +80,11 @@ class Oracle(OffloadPolicy):
             self.started = True
 
     def on_layer_start(self, layer: int, cache) -> None:
+        self._ahead = None
         self.pos = self.step * self.L + layer
 
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
+        self._ahead = None
         evictable = np.count_nonzero(cache.resident) - np.count_nonzero(cache.resident[cache.pinned])
         spare = cache.n_free + int(evictable)
         wait = self.link_wait * self.ctx.costs.transfer_s if np.count_nonzero(cache.inflight) else 0.0
@@ -93,6 +97,7 @@ class Oracle(OffloadPolicy):
         return Placement(where)
 
     def next_transfer(self, cache):
+        self._ahead = None
         q = max(self.cursor, self.pos)
         resident, inflight = cache.resident, cache.inflight
         while q < self.index.end:
@@ -110,10 +115,15 @@ class Oracle(OffloadPolicy):
             far = self.heap.farthest(cache, self.pos)
             if far is None or far[0] <= q:
                 return None
+            self._ahead = (item, far)  # the victim the core asks for next, found already
         return self.offer(item)
 
     def victim(self, layer: int, expert: int, cache, demand: bool):
-        far = self.heap.farthest(cache, self.pos)
+        ahead, self._ahead = self._ahead, None
+        if not demand and ahead is not None and ahead[0] == (layer, expert):
+            far = ahead[1]             # nothing changed since next_transfer searched it
+        else:
+            far = self.heap.farthest(cache, self.pos)
         need = self.index.next_use(layer, expert, self.pos)
         if far is None or (not demand and far[0] <= need):
             return self.refuse(demand)
@@ -123,6 +133,7 @@ class Oracle(OffloadPolicy):
         return (l, e)
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
+        self._ahead = None
         self.heap.push(layer, expert, self.pos)
 
 

@@ -110,6 +110,8 @@ class RowExtremes:
     # --- applying the changes ------------------------------------------------------------------
     def sync(self, cache, prio: np.ndarray, seen: np.ndarray) -> None:
         """Bring every row's answers up to date with the cache."""
+        if not (self._all or self._evicted or self._offered or self._stale):
+            return                                # nothing announced since the last sync
         if self._all:
             self._all = False
             self._stale.clear()

@@ -184,8 +184,9 @@ def _local_search(counts, present, costs, keys, members, sizes, limit, wait, tim
     cc = _class_costs(keys, costs, times)
     pres = cc[0]
     greedy = two_ended(counts, present, costs, times)
+    on = greedy.tolist()
     starts = np.array([np.where(pres, sizes, 0),
-                       [int(greedy[m].sum()) for m in members]])
+                       [sum(map(on.__getitem__, m)) for m in members]])
     best, best_obj = _best_row(starts, keys, sizes, costs, limit, wait, cc)
     eye = np.eye(len(sizes), dtype=int)
     while True:

@@ -150,25 +150,30 @@ class ProtocolCore:
             raise ValueError(f"policy {self.policy.name!r}: a bulk placement cannot STREAM")
         fetch = where == FETCH
         want, gpu_of = [], {}
-        for e, k in zip(req[fetch].tolist(), n[fetch].tolist()):
-            g = float(self.gpu_tab[k])
+        nf = n[fetch]
+        ef = req[fetch].tolist()
+        for e, k, g in zip(ef, nf.tolist(), self.gpu_tab[nf].tolist()):
             if not self._present(layer, e, g, plan):
                 want.append(e)
                 gpu_of[e] = (g, k)
-        c.gpu_execs += int(fetch.sum())
+        c.gpu_execs += len(ef)
         ex = np.asarray(extra, dtype=np.int64)
         if ex.size:
             fly = cache.inflight[layer, ex]
             plan.waits.extend(Wait((layer, e), None, (), 0.0) for e in dict.fromkeys(ex[fly].tolist()))
             rest = ex[~fly & ~cache.resident[layer, ex]]
-            want.extend(e for e in rest.tolist() if e not in gpu_of)
+            if gpu_of:                          # not twice: a routed expert is wanted already
+                mark = np.zeros(cache.n_experts, dtype=bool)
+                mark[list(gpu_of)] = True
+                rest = rest[~mark[rest]]
+            want.extend(rest.tolist())
         granted = self.reserve_many(layer, want)
         for e in want[len(granted):]:
             if e in gpu_of:  # a routed expert that found no slot runs on the CPU
                 c.gpu_execs -= 1
                 self._fallback(e, gpu_of[e][1], plan)
         if granted:
-            computed = tuple(e for e in granted if e in gpu_of)
+            computed = tuple(filter(gpu_of.__contains__, granted))
             plan.waits.append(Wait((layer, granted[0]), Copy(layer, tuple(granted), DEMAND), computed,
                                    sum(gpu_of[e][0] for e in computed)))
 
@@ -197,19 +202,22 @@ class ProtocolCore:
         if named is None:
             return [e for e in experts if self.reserve(layer, e, demand=True)]
         victims = np.asarray(named, dtype=np.int64).reshape(-1, 2)
-        if len(np.unique(victims, axis=0)) != len(victims):
-            raise CacheError(f"policy {self.policy.name!r} named the same victim twice")
         if len(victims):
-            cache.evict_many(victims[:, 0], victims[:, 1])
-            self.prefetched.evicted(victims[:, 0], victims[:, 1])
+            vl, ve = victims[:, 0], victims[:, 1]
+            if len(set((vl * cache.n_experts + ve).tolist())) != len(victims):
+                raise CacheError(f"policy {self.policy.name!r} named the same victim twice")
+            cache.evict_many(vl, ve)
+            self.prefetched.evicted(vl, ve)
             self.c.evictions += len(victims)
-            for vl, ve in victims.tolist():
-                self.slots.released(vl, ve)
+            if self._observed:
+                for l, e in victims.tolist():
+                    self.slots.released(l, e)
         granted = experts[:max(0, min(len(experts), cache.n_free))]
         if granted:
             cache.begin_many(layer, granted)
-            for e in granted:
-                self.slots.taken(layer, e)
+            if self._observed:
+                for e in granted:
+                    self.slots.taken(layer, e)
         return granted
 
     def evict(self, layer: int, expert: int) -> None:

@@ -79,16 +79,8 @@ class RowExtremes:
         """(layer, expert) became resident: it may be its row's new lowest."""
         if self._all or layer in self._stale:
             return
-        walk = self._low_walk.get(layer)
-        if walk is not None:
-            r = walk.rank[expert]
-            if r >= walk.at:
-                return
-            walk.at = r
-        else:
-            p, low = prio.item(layer, expert), self.low.item(layer)
-            if not (p < low or (p == low and expert < self.low_at.item(layer))):
-                return
+        if not _enters(self._low_walk, self.low, self.low_at, layer, expert, prio.item(layer, expert), 1.0):
+            return
         self.low[layer], self.low_at[layer] = prio.item(layer, expert), expert
         self._memo = None
 
@@ -146,16 +138,8 @@ class RowExtremes:
             self._walk_low(layer, resident, prio)
         if not self.candidates or not seen.item(layer, e) or resident.item(layer, e) or inflight.item(layer, e):
             return
-        walk = self._best_walk.get(layer)
-        if walk is not None:
-            r = walk.rank[e]
-            if r >= walk.at:
-                return
-            walk.at = r
-        else:
-            p, best = prio.item(layer, e), self.best.item(layer)
-            if not (p > best or (p == best and e < self.best_at.item(layer))):
-                return
+        if not _enters(self._best_walk, self.best, self.best_at, layer, e, prio.item(layer, e), -1.0):
+            return
         self.best[layer], self.best_at[layer] = prio.item(layer, e), e
 
     def _walk_low(self, layer: int, resident, prio) -> None:
@@ -221,3 +205,18 @@ class RowExtremes:
         best = np.where(seen & ~(resident | cache.inflight), prio, -np.inf)
         self.best_at = at = best.argmax(axis=1)
         self.best = best[rows, at]
+
+
+def _enters(walks: dict, value: np.ndarray, at: np.ndarray, layer: int, e: int, p: float, sign: float) -> bool:
+    """Whether expert ``e`` of priority ``p`` becomes its row's extreme (the lowest for ``sign`` 1,
+    the highest for -1; ties to the smaller expert id). A row being walked in priority order moves its
+    walk back to ``e``'s rank instead."""
+    walk = walks.get(layer)
+    if walk is not None:
+        r = walk.rank[e]
+        if r >= walk.at:
+            return False
+        walk.at = r
+        return True
+    cur = value.item(layer)
+    return sign * p < sign * cur or (p == cur and e < at.item(layer))

@@ -39,11 +39,16 @@ def _land_one(rng, pol, cache):
         pol.on_transfer_done(l, e, cache)
 
 
-def _reserve(pol, cache, layer, expert, demand):
+def _moe_infinity_victim(pol, layer, expert, cache, demand):
+    """MoE-Infinity's victim by one whole-array pass: the lowest priority (below the incoming one's
+    for a prefetch)."""
+    return _reference_lowest(pol, cache, np.inf if demand else pol._prio[layer, expert])
+
+
+def _reserve(pol, cache, layer, expert, demand, reference=_moe_infinity_victim):
     """The core's reserve: ask for a victim when no slot is free, checked against the reference."""
     if cache.n_used >= cache.n_slots:
-        below = np.inf if demand else pol._prio[layer, expert]
-        want = _reference_lowest(pol, cache, below)
+        want = reference(pol, layer, expert, cache, demand)
         got = pol.victim(layer, expert, cache, demand)
         assert got == want
         if got is None:
@@ -115,14 +120,7 @@ def test_adaspec_victim_equals_a_whole_array_pass(seed):
                 if not free.size:
                     continue
                 e = int(rng.choice(free))
-                if cache.n_used >= cache.n_slots:
-                    want = _reference_adaspec_victim(pol, l, e, cache, demand)
-                    got = pol.victim(l, e, cache, demand)
-                    assert got == want
-                    if got is None:
-                        continue
-                    cache.evict(*got)
-                cache.begin(l, e)
+                _reserve(pol, cache, l, e, demand, _reference_adaspec_victim)
             cache.pinned[layer] = False
             # small integer counts and a decay make equal scores (ties) common
             pol.on_layer_end(layer, rng.integers(0, 2, size=E), cache)

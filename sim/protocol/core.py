@@ -15,7 +15,6 @@ from sim.accounting import MAX_PREFETCH_TRIES, PrefetchTracker, tally_requests
 from sim.expert_cache import CacheError, ExpertCache
 from sim.metrics import Counters
 from sim.policies.base import FETCH, STREAM, Placement, Policy, Signals
-from sim.protocol.prefetch_run import prefetch_run
 from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait
 
 
@@ -232,8 +231,7 @@ class ProtocolCore:
     def next_prefetch(self) -> Copy | None:
         """The link is idle: the policy's next prefetch that needs a copy and got a slot, or None.
 
-        Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``). This is
-        the reference for :func:`sim.protocol.prefetch_run.prefetch_run`, one copy at a time."""
+        Entries already resident or in flight are skipped (at most ``MAX_PREFETCH_TRIES``)."""
         cache, pick = self.cache, self.policy.next_transfer
         resident, inflight = cache.resident, cache.inflight
         for _ in range(MAX_PREFETCH_TRIES):
@@ -247,9 +245,33 @@ class ProtocolCore:
         return None
 
     def prefetch_run(self, now: float, duration: float, horizon: float, on_landed=None):
-        """Every prefetch that lands before ``horizon``, landed in one call (see
-        :func:`sim.protocol.prefetch_run.prefetch_run`)."""
-        return prefetch_run(self, now, duration, horizon, on_landed)
+        """The link's coalesced run (:mod:`sim.link`): prefetches on an idle link from ``now``, each
+        ``duration`` long, back to back, each one that lands strictly before ``horizon`` landed here
+        (``on_landed(layer, expert, start, land)`` told after each) -- one :meth:`next_prefetch` and
+        one :meth:`landed_prefetch` per copy, as with one SimPy event per copy, without a trip
+        through the link and SimPy for each. Returns ``(copy, now, landed)``: the first prefetch
+        that does not land before ``horizon`` (its slot reserved; the executor moves it) or None
+        when the policy has none, the link's time then, and how many landed."""
+        n = 0
+        while (copy := self.next_prefetch()) is not None:
+            land = now + duration
+            if not land < horizon:
+                return copy, now, n
+            layer, expert = copy.layer, copy.experts[0]
+            self.landed_prefetch(layer, expert)
+            if on_landed is not None:
+                on_landed(layer, expert, now, land)
+            now, n = land, n + 1
+        return None, now, n
+
+    def landed_prefetch(self, layer: int, expert: int) -> None:
+        """One prefetched expert arrived (:meth:`landed` of a PREFETCH copy)."""
+        c = self.c
+        c.pcie_bytes += self.expert_bytes
+        self.cache.land(layer, expert)
+        c.prefetches += 1
+        self.prefetched.landed(layer, expert)
+        self.policy.on_transfer_done(layer, expert, self.cache)
 
     def landed(self, copy: Copy, ok: bool = True) -> None:
         """``copy``'s bytes arrived (``ok``), or the copy failed: its slots are freed."""
@@ -261,15 +283,12 @@ class ProtocolCore:
                     cache.cancel(layer, e)
                     self.slots.released(layer, e)
             return
-        c.pcie_bytes += self.expert_bytes * len(copy.experts)
         kind = copy.kind
         if kind == PREFETCH:                   # the common case first: one prefetched expert
-            expert = copy.experts[0]
-            cache.land(layer, expert)
-            c.prefetches += 1
-            self.prefetched.landed(layer, expert)
-            self.policy.on_transfer_done(layer, expert, cache)
-        elif kind == STREAM_COPY:
+            self.landed_prefetch(layer, copy.experts[0])
+            return
+        c.pcie_bytes += self.expert_bytes * len(copy.experts)
+        if kind == STREAM_COPY:
             c.streams += 1
         elif len(copy.experts) > 1:
             cache.land_many(layer, list(copy.experts))

@@ -1,7 +1,7 @@
 """The fused prefetch loop against one next_prefetch + landed per copy.
 
-:func:`sim.protocol.prefetch_run.prefetch_run` writes the slot reservation, the eviction and the
-landing out in one loop. On a hand-made case that meets every branch -- a queued expert already
+:meth:`sim.protocol.ProtocolCore.prefetch_run` lands a whole run of prefetches in one call. On a
+hand-made case that meets every branch -- a queued expert already
 resident, one already in flight, a pick whose victim is refused, an eviction of an unrequested
 prefetch, a failed reservation that the loop passes over -- it must call the policy in the same
 order with the same arguments and leave the cache, the prefetch tracker and the tallies exactly

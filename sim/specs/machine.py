@@ -194,7 +194,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
     threads = min(int(comp.get("cpu_threads") or h.cores), h.cores)   # the engine's CPU threads (-t N)
     read = numa_read(h, placement_of(rt.numa_aware, rt.numa_placement))
     dram_gbs = read.dram_gbs           # the theoretical DRAM GB/s of the nodes holding the weights
-    cpu_bw = min(thread_bandwidth(read.dram_gbs, threads, core_bandwidth(rt, h, read.latency_ns), rt.cpu_mem_eff),
+    cpu_bw = min(thread_bandwidth(dram_gbs, threads, core_bandwidth(rt, h, read.latency_ns), rt.cpu_mem_eff),
                  read_ceiling_gbs(read, h, threads) / rt.cpu_mem_eff)
     labels = [_label(grp, s, s.name) for grp, s in (("gpu", g), ("host", h), ("link", l))]
     name = comp.get("name") or "+".join(labels)

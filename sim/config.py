@@ -199,7 +199,15 @@ def build_spec(cls, data: Any, source: str):
 
 @lru_cache(maxsize=512)
 def _read_yaml(path: str, mtime_ns: int) -> dict:
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    import yaml
+
+    try:
+        return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except yaml.YAMLError as exc:        # a duplicate key, a bad indent: one line naming file and line
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}{where}: {what}") from None
 
 
 def read_yaml(path) -> dict:

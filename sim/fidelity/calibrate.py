@@ -2,11 +2,14 @@
 
 Only the parameters listed under the runtime's ``calibrate:`` (each with ``[low, high]``, physically
 plausible bounds stated in ``conf/runtime/NAME.yaml``) are fitted; datasheet facts (gpu/host/link)
-never are, and nothing is fitted per point. The fit is least squares on ``log(predicted /
-measured)`` (scipy ``least_squares``, trust-region reflective within the bounds). Fitted values
-replace the profile's own and its per-kind overrides of the same fields. With ``write=true`` they
-are written into the YAML with the date, the points used and their residuals as comments; the
-leave-one-source-out error refits without each source and predicts its points.
+never are, and nothing is fitted per point. The fit is the most probable value (MAP) of the
+parameters: least squares on ``log(predicted / measured)`` plus a weak prior per parameter, on a
+log scale, centred on the geometric middle of its range (scipy ``least_squares``, trust-region
+reflective within the bounds, started from that middle), so it depends on the points and the
+bounds alone. Fitted values replace the profile's own and its per-kind overrides of the same
+fields. With ``write=true`` they are written into the YAML with the date, the points used and
+their residuals as comments; the leave-one-source-out error makes the same fit without each source
+and predicts its points.
 """
 from __future__ import annotations
 
@@ -80,32 +83,40 @@ def residuals(points: list[Point], runtime: str, values: dict, gen_tokens: int) 
                        for p, r in zip(points, preds)])
 
 
-def fit(points: list[Point], runtime: str, bounds: dict, start: dict, gen_tokens: int,
+OBS_SD = 0.2     # log error one published point carries (figure reads, unstated flags: ~20%)
+PRIOR_SD = 0.5   # prior width of a parameter: half its stated range (log scale), centred on the middle
+
+
+def fit(points: list[Point], runtime: str, bounds: dict, gen_tokens: int,
         max_nfev: int = 20) -> tuple[dict, np.ndarray]:
-    """Least squares on log error within ``bounds``, from ``start`` (clipped to 1% inside the bounds:
-    scipy's trf scales a step by the distance to a bound, so a start on a bound never moves)."""
+    """The most probable parameters within ``bounds`` (MAP): least squares on log error plus a weak
+    Gaussian prior per parameter in log space, centred on the geometric middle of its stated range
+    with a standard deviation of half that range, each point's log error weighted as ``OBS_SD``.
+    Fitted on a log scale from the middle of the ranges, so the result depends on the points and
+    the bounds alone (not on a previous fit), and a parameter no point constrains stays at the
+    middle of its range instead of wandering to a bound. Returns the values and the points'
+    residuals (without the prior's)."""
     from scipy.optimize import least_squares
 
     names = list(bounds)
-    lo = np.array([bounds[n][0] for n in names])
-    hi = np.array([bounds[n][1] for n in names])
-    x0 = np.clip([float(start[n]) for n in names], lo + 0.01 * (hi - lo), hi - 0.01 * (hi - lo))   # trf stalls on a bound
-    scale = hi - lo
-    fun = lambda z: residuals(points, runtime, dict(zip(names, lo + z * scale)), gen_tokens)
-    res = least_squares(fun, (x0 - lo) / scale, bounds=(0.0, 1.0), diff_step=0.02, max_nfev=max_nfev)
-    values = {n: float(v) for n, v in zip(names, lo + res.x * scale)}
-    return values, res.fun
+    lo = np.log([bounds[n][0] for n in names])
+    span = np.log([bounds[n][1] for n in names]) - lo
+    weight = OBS_SD / PRIOR_SD
+    value = lambda z: dict(zip(names, np.exp(lo + z * span).tolist()))
+    fun = lambda z: np.concatenate([residuals(points, runtime, value(z), gen_tokens), weight * (z - 0.5)])
+    res = least_squares(fun, np.full(len(names), 0.5), bounds=(0.0, 1.0), diff_step=0.02, max_nfev=max_nfev)
+    return value(res.x), res.fun[:len(points)]
 
 
-def loso(points: list[Point], runtime: str, bounds: dict, start: dict, gen_tokens: int) -> dict[str, np.ndarray]:
-    """Leave-one-source-out: per source, fit on the others and return its points' log errors."""
+def loso(points: list[Point], runtime: str, bounds: dict, gen_tokens: int) -> dict[str, np.ndarray]:
+    """Leave-one-source-out: per source, the same fit on the others; its points' log errors."""
     out = {}
     for src in sorted({p.source for p in points}):
         train = [p for p in points if p.source != src]
         test = [p for p in points if p.source == src]
         if len(train) < len(bounds):
             continue
-        values, _ = fit(train, runtime, bounds, start, gen_tokens, max_nfev=6)
+        values, _ = fit(train, runtime, bounds, gen_tokens)
         out[src] = residuals(test, runtime, values, gen_tokens)
     return out
 
@@ -121,7 +132,7 @@ def write_fit(runtime: str, values: dict, points: list[Point], res: np.ndarray) 
 
     path = CONF_DIR / "runtime" / f"{runtime}.yaml"
     text = re.sub(rf"\n?{re.escape(FIT_BEGIN)}.*?{re.escape(FIT_END)}[^\n]*\n", "\n", path.read_text(), flags=re.S)
-    lines = [f"{FIT_BEGIN} on {_dt.date.today().isoformat()} (least squares on log error, within calibrate: bounds)",
+    lines = [f"{FIT_BEGIN} on {_dt.date.today().isoformat()} (MAP: log error + a weak prior at the middle of each calibrate: range)",
              f"# points ({len(points)}): " + ", ".join(f"{p.id} {100 * (math.exp(r) - 1):+.0f}%" for p, r in zip(points, res)),
              f"# median |error| {np.median(ape(res)):.1f}%"]
     patch = patch_for(runtime, values)
@@ -165,7 +176,7 @@ def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = Tru
     data = load_yaml("runtime", runtime)
     start = {k: _value(data, k) for k in bounds}
     before = residuals(mine, runtime, start, gen_tokens)
-    values, res = fit(mine, runtime, bounds, start, gen_tokens)
+    values, res = fit(mine, runtime, bounds, gen_tokens)
     print(f"runtime {runtime}: {len(mine)} points, median |error| {np.median(ape(before)):.1f}% -> {np.median(ape(res)):.1f}%")
     for k, v in values.items():
         print(f"  {k:<18} {start[k]:>10.4g} -> {v:<10.4g} bounds {list(bounds[k])}")
@@ -173,7 +184,7 @@ def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = Tru
         print(f"  {p.id:<6} {p.source:<28} {100 * (math.exp(r) - 1):+7.1f}%")
     out = {"runtime": runtime, "fitted": True, "values": values, "median_ape": float(np.median(ape(res)))}
     if do_loso:
-        held = loso(mine, runtime, bounds, start, gen_tokens)
+        held = loso(mine, runtime, bounds, gen_tokens)
         allres = np.concatenate(list(held.values())) if held else np.array([])
         for src, r in held.items():
             print(f"  LOSO {src:<28} n={r.size}  median |error| {np.median(ape(r)):.1f}%")

@@ -114,3 +114,13 @@ def test_dense_layers_use_the_models_own_ffn_width():
     assert CostModel(hw, m, d).step_fixed_s(1) == pytest.approx(want, rel=1e-12)
     narrow = dataclasses.replace(m, dense_intermediate=1000)
     assert CostModel(hw, narrow, d).step_fixed_s(1) < CostModel(hw, m, d).step_fixed_s(1)
+
+
+def test_a_malformed_yaml_file_is_one_line_naming_file_and_line(tmp_path):
+    from sim.config import read_yaml
+
+    path = tmp_path / "rt.yaml"
+    path.write_text("name: x\ncpu_mem_eff: 0.5\ncpu_mem_eff: 0.6\n")     # YAML keeps one of two equal keys
+    with pytest.raises(ConfigError, match=r"rt\.yaml line 3: found duplicate key") as err:
+        read_yaml(path)
+    assert "\n" not in str(err.value)

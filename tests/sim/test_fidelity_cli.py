@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from sim.config import ConfigError
+from sim.fidelity import calibrate as C
 from sim.fidelity.calibrate import fit, patch_for
 from sim.fidelity.points import Point, load_points, run_kwargs
 from sim.fidelity.validate import predict
@@ -66,11 +67,44 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path):
     assert out.returncode == 2 and "no such file" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_fit_recovers_a_known_per_forward_overhead():
-    # the "measurement" is the simulator itself at step_overhead_us=2000: the fit must find 2000
-    run = {**RUN, "runtime": "llama_cpp"}
-    truth = predict(Point("t", 1.0, "s", "A", run), 8, patch_for("llama_cpp", {"step_overhead_us": 2000.0}))
-    pt = Point("t", truth["predicted_tok_s"], "s", "A", run)
-    values, res = fit([pt], "llama_cpp", {"step_overhead_us": (100.0, 5000.0)}, {"step_overhead_us": 300.0}, 8)
-    assert values["step_overhead_us"] == pytest.approx(2000.0, rel=0.01)
+def _truth_point(overhead_us: float) -> Point:
+    """A "measurement" that is the simulator itself at ``step_overhead_us=overhead_us`` (every layer
+    on the GPU: the per-forward overhead is a large share of the token time, so the point pins it)."""
+    run = {**RUN, "policy.gpu_layers": 49, "runtime": "llama_cpp"}
+    truth = predict(Point("t", 1.0, "s", "A", run), 8, patch_for("llama_cpp", {"step_overhead_us": overhead_us}))
+    return Point("t", truth["predicted_tok_s"], "s", "A", run)
+
+
+def test_fit_recovers_a_per_forward_overhead_at_the_middle_of_its_range():
+    # truth at the geometric middle of [100, 5000]: data and prior agree, the fit lands on it
+    mid = math.sqrt(100.0 * 5000.0)
+    values, res = fit([_truth_point(mid)], "llama_cpp", {"step_overhead_us": (100.0, 5000.0)}, 8)
+    assert values["step_overhead_us"] == pytest.approx(mid, rel=0.01)
     assert abs(res[0]) < math.log(1.005)
+
+
+def test_fit_is_the_minimum_of_log_error_plus_the_prior():
+    # truth off the middle: the fit is the minimum of r^2 + (OBS_SD/PRIOR_SD)^2 (z - 1/2)^2 over z,
+    # z the log-scaled position in the range; checked against a grid of that objective
+    lo, hi = 100.0, 5000.0
+    pt = _truth_point(2000.0)
+    values, res = fit([pt], "llama_cpp", {"step_overhead_us": (lo, hi)}, 8)
+    w = C.OBS_SD / C.PRIOR_SD
+
+    def objective(z):
+        r = C.residuals([pt], "llama_cpp", {"step_overhead_us": lo * (hi / lo) ** z}, 8)[0]
+        return r * r + (w * (z - 0.5)) ** 2
+
+    z_fit = math.log(values["step_overhead_us"] / lo) / math.log(hi / lo)
+    grid = [z_fit + d for d in (-0.1, -0.05, -0.02, 0.02, 0.05, 0.1)] + [math.log(2000.0 / lo) / math.log(hi / lo), 0.5]
+    assert objective(z_fit) <= min(objective(z) for z in grid) + 1e-9
+    assert math.sqrt(lo * hi) < values["step_overhead_us"] < 2000.0      # pulled toward the middle, not past it
+    assert abs(res[0]) < math.log(1.10)
+
+
+def test_a_parameter_no_point_constrains_stays_at_the_middle_of_its_range():
+    # a mobile-only draft overhead cannot move an AR run on a server host: it stays at sqrt(lo * hi)
+    bounds = {"step_overhead_us": (100.0, 5000.0), "by_kind.mobile.draft_overhead_us": (50.0, 800.0)}
+    values, _ = fit([_truth_point(1500.0)], "llama_cpp", bounds, 8)
+    assert values["by_kind.mobile.draft_overhead_us"] == pytest.approx(200.0, rel=1e-9)
+    assert values["step_overhead_us"] == pytest.approx(1500.0, rel=0.15)

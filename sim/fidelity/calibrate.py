@@ -187,7 +187,9 @@ def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = Tru
         held = loso(mine, runtime, bounds, gen_tokens)
         allres = np.concatenate(list(held.values())) if held else np.array([])
         for src, r in held.items():
-            print(f"  LOSO {src:<28} n={r.size}  median |error| {np.median(ape(r)):.1f}%")
+            ids = [p.id for p in mine if p.source == src]      # loso() predicts them in this order
+            each = ", ".join(f"{i} {100 * (math.exp(x) - 1):+.0f}%" for i, x in zip(ids, r))
+            print(f"  LOSO {src:<28} n={r.size}  median |error| {np.median(ape(r)):.1f}%  ({each})")
         if allres.size:
             print(f"  LOSO median |error| {np.median(ape(allres)):.1f}% over {allres.size} points")
             out["loso_median_ape"] = float(np.median(ape(allres)))

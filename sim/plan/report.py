@@ -77,14 +77,24 @@ def vram_parts(c: Candidate) -> str:
     return f"{vram_used(p) / GIB:.2f} of {p.vram / GIB:.1f} GiB ({body})"
 
 
+def runtime_error_row(path, runtime: str) -> tuple[str, str] | None:
+    """(points, median % error) of ``runtime`` in the first "by runtime:" table of ``path``
+    (``NAME  n  median%  within%`` rows, as validate prints them), or None."""
+    if not path.exists():
+        return None
+    _, found, rest = path.read_text().partition("by runtime:")
+    table = rest.split("\n\n", 1)[0] if found else ""
+    m = re.search(rf"^{re.escape(runtime)}\s+(\d+)\s+(\d+(?:\.\d+)?)%", table, flags=re.M)
+    return (m.group(1), m.group(2)) if m else None
+
+
 def confidence(runtime: str) -> str:
-    """The runtime's calibration error from docs/fidelity.md when it states one, else 'uncalibrated'."""
-    fidelity = REPO / "docs" / "fidelity.md"
-    if fidelity.exists():
-        text = " ".join(fidelity.read_text().split())
-        m = re.search(rf"\b{re.escape(runtime)} (\d+) points?[^;%]*?(\d+(?:\.\d+)?)%", text)
-        if m:
-            return f"median error {m.group(2)}% over {m.group(1)} published points (docs/fidelity.md)"
+    """The runtime's calibration error: its row of the "by runtime:" table ``python -m sim validate``
+    prints, as docs/fidelity.md quotes it, else a calibration-error comment in its conf/runtime
+    file, else 'uncalibrated'."""
+    m = runtime_error_row(REPO / "docs" / "fidelity.md", runtime)
+    if m:
+        return f"median error {m[1]}% over {m[0]} published points (docs/fidelity.md)"
     path = CONF_DIR / "runtime" / f"{runtime}.yaml"
     head = path.read_text() if path.exists() else ""
     m = re.search(r"^#.*calibration error.*$", head, flags=re.M | re.I)

@@ -168,3 +168,15 @@ def test_plan_on_a_trace_file_prices_its_routing(tmp_path):
     row = run_one(policy="llamacpp", hardware=HW, quant="q4_k_m", gen_tokens=TOKENS, trace=str(path),
                   policy_args={"n_cpu_moe": 36}).row
     assert ours == pytest.approx(row["tps"], rel=1e-9)
+
+
+def test_how_sure_reads_the_runtimes_row_of_the_validate_table(tmp_path):
+    from sim.plan.report import runtime_error_row
+
+    doc = tmp_path / "fidelity.md"
+    doc.write_text("llama_cpp 12 points 99.9% in prose\n\nby runtime:           n   median |err|  within ±30%\n"
+                   "custom_cuda                    1     1.8%    100%\nllama_cpp                     12    15.5%     92%\n\n"
+                   "by source:\nllama_cpp  3  50.0%  0%\n")
+    assert runtime_error_row(doc, "llama_cpp") == ("12", "15.5")     # the table's row, not the prose or a later table
+    assert runtime_error_row(doc, "llama") is None and runtime_error_row(doc, "vllm") is None
+    assert runtime_error_row(tmp_path / "none.md", "llama_cpp") is None

@@ -18,6 +18,9 @@ from sim.policies.base import FETCH, STREAM, Placement, Policy, Signals
 from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait
 
 
+RUN_CHUNK = 256   # copies one plan of a prefetch run covers at most (a longer run takes several)
+
+
 class ProtocolCore:
     """The bookkeeping of one run of ``policy`` on ``cache``.
 
@@ -35,6 +38,8 @@ class ProtocolCore:
         self.c = Counters()
         self.prefetched = PrefetchTracker(cache.n_layers, cache.n_experts)
         self.failed = 0
+        # the policy plans whole prefetch runs (Policy.plan_prefetches); False: one copy at a time
+        self.planned_runs = type(policy).plan_prefetches is not Policy.plan_prefetches
 
     # --- protocol points ------------------------------------------------------------------------
     def load_initial(self) -> list[tuple[int, int]]:
@@ -185,10 +190,14 @@ class ProtocolCore:
             if victim is None:
                 return False
             self.evict(int(victim[0]), int(victim[1]))
-        cache.begin(layer, expert)
+        self._take(layer, expert)
+        return True
+
+    def _take(self, layer: int, expert: int) -> None:
+        """Reserve a free slot for (layer, expert) (its transfer begins)."""
+        self.cache.begin(layer, expert)
         if self._observed:
             self.slots.taken(layer, expert)
-        return True
 
     def reserve_many(self, layer: int, experts: list) -> list:
         """Reserve slots for a block copy, in order; returns the experts that got one.
@@ -247,11 +256,21 @@ class ProtocolCore:
     def prefetch_run(self, now: float, duration: float, horizon: float, on_landed=None):
         """The link's coalesced run (:mod:`sim.link`): prefetches on an idle link from ``now``, each
         ``duration`` long, back to back, each one that lands strictly before ``horizon`` landed here
-        (``on_landed(layer, expert, start, land)`` told after each) -- one :meth:`next_prefetch` and
-        one :meth:`landed_prefetch` per copy, as with one SimPy event per copy, without a trip
-        through the link and SimPy for each. Returns ``(copy, now, landed)``: the first prefetch
-        that does not land before ``horizon`` (its slot reserved; the executor moves it) or None
-        when the policy has none, the link's time then, and how many landed."""
+        (``on_landed(layer, expert, start, land)`` told after each) -- the same copies, calls and
+        bookkeeping as one :meth:`next_prefetch` and one :meth:`landed_prefetch` per copy, without
+        a trip through the link and SimPy for each. A policy that plans whole runs
+        (:meth:`sim.policies.base.Policy.plan_prefetches`) is asked once per run
+        (:meth:`_planned_run`); otherwise :meth:`_copy_run` asks it once per copy. Returns
+        ``(copy, now, landed)``: the first prefetch that does not land before ``horizon`` (its slot
+        reserved; the executor moves it) or None when the policy has none, the link's time then,
+        and how many landed."""
+        if self.planned_runs:
+            return self._planned_run(now, duration, horizon, on_landed)
+        return self._copy_run(now, duration, horizon, on_landed)
+
+    def _copy_run(self, now: float, duration: float, horizon: float, on_landed=None):
+        """:meth:`prefetch_run` one :meth:`next_prefetch` and :meth:`landed_prefetch` per copy
+        (every policy; the reference the planned runs are tested against)."""
         n = 0
         while (copy := self.next_prefetch()) is not None:
             land = now + duration
@@ -264,14 +283,55 @@ class ProtocolCore:
             now, n = land, n + 1
         return None, now, n
 
+    def _planned_run(self, now: float, duration: float, horizon: float, on_landed=None):
+        """:meth:`prefetch_run` with the policy's plan: how many copies land before ``horizon`` is
+        counted first (the same float sums), the policy names that many picks and victims plus
+        the one left on the link, and the core applies them in order with its one-copy helpers
+        (:meth:`evict`, :meth:`_take`, :meth:`_land_prefetch`). At most ``RUN_CHUNK`` copies are
+        planned at once; a longer run continues with the next plan."""
+        n, plan = 0, self.policy.plan_prefetches
+        while True:
+            k, t = 0, now
+            while k < RUN_CHUNK:
+                t_next = t + duration
+                if not t_next < horizon:
+                    break
+                t, k = t_next, k + 1
+            picks = plan(self.cache, k)
+            layer = expert = None
+            for i, (layer, expert, victim) in enumerate(picks):
+                if victim is not None:
+                    self.evict(victim[0], victim[1])
+                self._take(layer, expert)
+                if i == k:
+                    break
+                land = now + duration
+                self._land_prefetch(layer, expert)
+                if on_landed is not None:
+                    on_landed(layer, expert, now, land)
+                now, n = land, n + 1
+            if len(picks) <= k:
+                return None, now, n
+            land = now + duration
+            if k < RUN_CHUNK or not land < horizon:
+                return Copy(layer, (expert,), PREFETCH), now, n
+            self.landed_prefetch(layer, expert)    # a full chunk: the extra pick lands as well
+            if on_landed is not None:
+                on_landed(layer, expert, now, land)
+            now, n = land, n + 1
+
     def landed_prefetch(self, layer: int, expert: int) -> None:
         """One prefetched expert arrived (:meth:`landed` of a PREFETCH copy)."""
+        self._land_prefetch(layer, expert)
+        self.policy.on_transfer_done(layer, expert, self.cache)
+
+    def _land_prefetch(self, layer: int, expert: int) -> None:
+        """The core's part of :meth:`landed_prefetch` (tallies, cache, tracker): not the policy's."""
         c = self.c
         c.pcie_bytes += self.expert_bytes
         self.cache.land(layer, expert)
         c.prefetches += 1
         self.prefetched.landed(layer, expert)
-        self.policy.on_transfer_done(layer, expert, self.cache)
 
     def landed(self, copy: Copy, ok: bool = True) -> None:
         """``copy``'s bytes arrived (``ok``), or the copy failed: its slots are freed."""

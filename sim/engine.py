@@ -155,9 +155,9 @@ class Engine:
         if k < 1.0 and link.prefetch_enabled and self.may_prefetch:
             # host DRAM shared with the link's DMA: the CPU slows while copies run, and prefetches
             # may start at any time, so the CPU's progress is re-measured against the link
-            cpu_s = yield from self._cpu_with_dma(t1, cpu_s, k)
+            cpu_s, now = yield from self._cpu_with_dma(t1, cpu_s, k)
             delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
-            yield env.timeout(max(0.0, t1 + delay - env.now))
+            yield timeout_at(env, now + max(0.0, t1 + delay - now))
         else:
             if k < 1.0:   # only demand copies: the link is busy back to back until demand_tail
                 cpu_s = dram_cpu_time(cpu_s, k, max(0.0, max(link.busy_until, link.demand_tail) - t1))
@@ -183,16 +183,21 @@ class Engine:
     def _cpu_with_dma(self, t1: float, work_s: float, k: float):
         """Run ``work_s`` of CPU expert work from ``t1`` at speed ``k`` while the link is busy and 1
         otherwise (work done in an interval = its length - link-busy part x (1 - k)); returns the
-        CPU's seconds. After DRAM_ROUNDS rounds the rest is taken at speed ``k``."""
-        env, left = self.env, work_s
-        busy = self.link.busy_to(t1)
+        CPU's seconds and the time the last round ended. After DRAM_ROUNDS rounds the rest is taken
+        at speed ``k``. A round that ends before the link's next event (:meth:`sim.link.Link.quiet_until`)
+        needs no SimPy event: nothing can change the link's busy time before it ends."""
+        env, link, left, now = self.env, self.link, work_s, t1
+        busy = link.busy_to(t1)
         for _ in range(DRAM_ROUNDS):
-            yield env.timeout(left)
-            now_busy = self.link.busy_to(env.now)
+            t = now + left
+            if not link.quiet_until() > t:
+                yield timeout_at(env, t)
+            now = t
+            now_busy = link.busy_to(now)
             left, busy = (now_busy - busy) * (1.0 - k), now_busy
             if left <= 1e-12:
-                return env.now - t1
-        return env.now + left / k - t1
+                return now - t1, now
+        return now + left / k - t1, now
 
     def _start(self, copy: Copy) -> LinkJob:
         n = len(copy.experts)

@@ -105,6 +105,17 @@ class Link:
             return self.busy_s
         return self.busy_s + max(0.0, min(t, self.busy_until) - self._job_start)
 
+    def quiet_until(self) -> float:
+        """When the link process next runs by itself: the landing of the job on the link, never
+        (inf) when it sleeps idle and nobody woke it, now otherwise (woken, or about to start).
+        Until then its state, :meth:`busy_to` included, changes only through other processes."""
+        if self._job_start is not None:
+            return self.busy_until
+        idle = self._idle
+        if idle is not None and not idle.triggered:
+            return math.inf
+        return self.env.now
+
     def until_landed(self, job: LinkJob) -> simpy.Event:
         """The event a process waits on until ``job`` has landed (already processed if it has)."""
         if job.waiter is None:

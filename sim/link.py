@@ -126,8 +126,13 @@ class Link:
 
     def _register(self, job: LinkJob) -> None:
         copy = job.copy
-        if copy.kind != STREAM_COPY:      # a block copy's experts in one C-level update
-            self.landing.update(zip(zip(repeat(copy.layer), copy.experts), repeat(job)))
+        experts = copy.experts
+        if copy.kind == STREAM_COPY:
+            return
+        if len(experts) == 1:
+            self.landing[copy.layer, experts[0]] = job
+        else:                             # a block copy's experts in one C-level update
+            self.landing.update(zip(zip(repeat(copy.layer), experts), repeat(job)))
 
     def _run(self):
         env, core = self.env, self.core
@@ -192,7 +197,11 @@ class Link:
     def _land(self, job: LinkJob, now: float) -> None:
         copy = job.copy
         if copy.kind != STREAM_COPY:
-            deque(map(self.landing.pop, zip(repeat(copy.layer), copy.experts)), maxlen=0)
+            experts = copy.experts
+            if len(experts) == 1:
+                del self.landing[copy.layer, experts[0]]
+            else:
+                deque(map(self.landing.pop, zip(repeat(copy.layer), experts)), maxlen=0)
         if abs(now - job.land_at) > 1e-9 * max(1.0, now):
             raise RuntimeError(f"link: job L{copy.layer}{copy.experts} landed at {now}, expected {job.land_at}")
         job.end, job.done = now, True

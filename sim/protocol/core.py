@@ -33,6 +33,7 @@ class ProtocolCore:
                  cpu_tab: np.ndarray, slots: SlotObserver | None = None):
         self.policy, self.cache = policy, cache
         self.expert_bytes, self.gpu_tab, self.cpu_tab = expert_bytes, gpu_tab, cpu_tab
+        self._finite = bool(np.isfinite(gpu_tab).all() and np.isfinite(cpu_tab).all())
         self.slots = slots or SlotObserver()
         self._observed = type(self.slots) is not SlotObserver    # the base observer does nothing
         self.c = Counters()
@@ -93,8 +94,9 @@ class ProtocolCore:
         c = self.c
         where = np.asarray(placement.where)[req]
         on_gpu, on_cpu = tally_requests(c, self.cache, self.prefetched, layer, req, where, self.policy.name)
-        plan = LayerPlan(gpu=req[on_gpu].tolist(), cpu=req[on_cpu].tolist(),
-                         gpu_s=float(self.gpu_tab[n].dot(on_gpu)), cpu_s=float(self.cpu_tab[n].dot(on_cpu)))
+        gpu, cpu = req[on_gpu].tolist(), req[on_cpu].tolist()
+        plan = LayerPlan(gpu=gpu, cpu=cpu, gpu_s=self._seconds(self.gpu_tab, n, on_gpu, gpu),
+                         cpu_s=self._seconds(self.cpu_tab, n, on_cpu, cpu))
         c.gpu_execs += len(plan.gpu)
         c.cpu_execs += len(plan.cpu)
         if placement.bulk:
@@ -111,6 +113,13 @@ class ProtocolCore:
             elif not self.cache.resident[layer, e] and self.reserve(layer, e, demand=True):
                 plan.waits.append(Wait((layer, e), Copy(layer, (e,), DEMAND), (), 0.0))
         return plan
+
+    def _seconds(self, tab: np.ndarray, n: np.ndarray, mask: np.ndarray, experts: list) -> float:
+        """The cost table's seconds of the experts under ``mask`` (``n`` tokens each): one dot
+        product, 0.0 without one when none is (the tables are finite, so the dot would be 0.0)."""
+        if not experts and self._finite:
+            return 0.0
+        return float(tab[n].dot(mask))
 
     def _apply_one(self, layer: int, e: int, k: int, w: int, plan: LayerPlan) -> None:
         """A FETCH or STREAM placement of one requested expert."""
@@ -193,9 +202,13 @@ class ProtocolCore:
         self._take(layer, expert)
         return True
 
-    def _take(self, layer: int, expert: int) -> None:
-        """Reserve a free slot for (layer, expert) (its transfer begins)."""
-        self.cache.begin(layer, expert)
+    def _take(self, layer: int, expert: int, landed: bool = False) -> None:
+        """Reserve a free slot for (layer, expert) (its transfer begins); ``landed``: and the
+        transfer lands at once (a copy of a planned run)."""
+        if landed:
+            self.cache.load(layer, expert)
+        else:
+            self.cache.begin(layer, expert)
         if self._observed:
             self.slots.taken(layer, expert)
 
@@ -287,7 +300,7 @@ class ProtocolCore:
         """:meth:`prefetch_run` with the policy's plan: how many copies land before ``horizon`` is
         counted first (the same float sums), the policy names that many picks and victims plus
         the one left on the link, and the core applies them in order with its one-copy helpers
-        (:meth:`evict`, :meth:`_take`, :meth:`_land_prefetch`). At most ``RUN_CHUNK`` copies are
+        (:meth:`evict`, :meth:`_take`, :meth:`_count_prefetch`). At most ``RUN_CHUNK`` copies are
         planned at once; a longer run continues with the next plan."""
         n, plan = 0, self.policy.plan_prefetches
         while True:
@@ -302,11 +315,12 @@ class ProtocolCore:
             for i, (layer, expert, victim) in enumerate(picks):
                 if victim is not None:
                     self.evict(victim[0], victim[1])
-                self._take(layer, expert)
                 if i == k:
+                    self._take(layer, expert)
                     break
                 land = now + duration
-                self._land_prefetch(layer, expert)
+                self._take(layer, expert, landed=True)
+                self._count_prefetch(layer, expert)
                 if on_landed is not None:
                     on_landed(layer, expert, now, land)
                 now, n = land, n + 1
@@ -326,10 +340,14 @@ class ProtocolCore:
         self.policy.on_transfer_done(layer, expert, self.cache)
 
     def _land_prefetch(self, layer: int, expert: int) -> None:
-        """The core's part of :meth:`landed_prefetch` (tallies, cache, tracker): not the policy's."""
+        """The core's part of :meth:`landed_prefetch` (cache, tallies, tracker): not the policy's."""
+        self.cache.land(layer, expert)
+        self._count_prefetch(layer, expert)
+
+    def _count_prefetch(self, layer: int, expert: int) -> None:
+        """Tally one landed prefetch."""
         c = self.c
         c.pcie_bytes += self.expert_bytes
-        self.cache.land(layer, expert)
         c.prefetches += 1
         self.prefetched.landed(layer, expert)
 

@@ -56,7 +56,8 @@ class Engine:
         self.expert_bytes = cost.expert_bytes
         self.transfer_s = cost.transfer_s()
         self.sync_s = cost.layer_sync_s()
-        self.req, self.nreq = requests_by_layer(schedule.counts)
+        self.req, self.nreq = (requests_by_layer(schedule.counts) if schedule.online
+                               else shared_requests(schedule.counts))
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
         self.warm = warm
@@ -218,6 +219,24 @@ class Engine:
             if copy is None:
                 return
             yield link.until_landed(link.submit(copy, self.transfer_s))
+
+
+_SHARED: dict[int, tuple] = {}   # id(counts) -> (counts, req, nreq), for read-only counts
+SHARED_MAX = 16                  # as many as the memoised schedules (sim.runner)
+
+
+def shared_requests(counts: np.ndarray):
+    """:func:`requests_by_layer` of a read-only ``counts`` (a memoised schedule's, shared by every
+    run of a sweep point), computed once per array; the lists must not be changed (an online
+    schedule, which fills them as it goes, gets its own)."""
+    if counts.flags.writeable:
+        return requests_by_layer(counts)
+    hit = _SHARED.get(id(counts))
+    if hit is None or hit[0] is not counts:
+        if len(_SHARED) >= SHARED_MAX:
+            del _SHARED[next(iter(_SHARED))]
+        hit = _SHARED[id(counts)] = (counts, *requests_by_layer(counts))
+    return hit[1], hit[2]
 
 
 def requests_by_layer(counts: np.ndarray):

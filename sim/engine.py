@@ -72,11 +72,24 @@ class Engine:
         if self.warm is not None:
             self.warm(self.core)
         self.link.prefetch_enabled = self.policy.overlap
-        done = self.env.process(self._decode())
+        done = self.env.process(self._settling(self._decode()))
         self.env.run(until=done)
         self.c.decode_s = self.env.now
         self.c.pcie_busy_s = self.link.busy_s
         return self.c
+
+    def _settling(self, gen):
+        """The process ``gen`` with the link settled before each of its waits
+        (:meth:`sim.link.Link.settle`: a link it woke looks for prefetches then)."""
+        settle = self.link.settle
+        try:
+            event = next(gen)
+            while True:
+                settle()
+                event = gen.send((yield event))
+        except StopIteration as stop:
+            settle(self.env.now)            # the process's end, scheduled now, is the next event
+            return stop.value
 
     def _mark(self, lane: str, label: str, start: float, end: float) -> None:
         if self.events is not None and end > start:

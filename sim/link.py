@@ -75,14 +75,50 @@ class Link:
         self.busy_until = 0.0   # end of the job on the link (in the past when idle)
         self.demand_tail = 0.0  # when the last queued demand job will land
         self._job_start: float | None = None   # start of the job a SimPy timeout is running (None otherwise)
+        self._woken = False     # woken while idle: settle() looks for prefetches
+        self._started = None    # (job, landing, timeout) that settle() started for the sleeping process
         self.coalesced = 0      # copies landed without a SimPy event
         self.coalesce = coalesce
         env.process(self._run())
 
     def wake(self) -> None:
-        """Tell an idle link that new work may exist."""
-        if self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()
+        """Tell an idle link that new work may exist. A demand copy (or a link without coalesced
+        runs) wakes the process at once; otherwise the link only notes it and looks for
+        prefetches at the waking process's next wait (:meth:`settle`), without a SimPy event
+        when it finds none."""
+        idle = self._idle
+        if idle is not None and not idle.triggered:
+            if self.demand or not self.coalesce:
+                idle.succeed()
+            else:
+                self._woken = True
+
+    def settle(self, horizon: float | None = None) -> None:
+        """A process that woke the idle link is about to wait (its next event scheduled): do now
+        what the link process would do first when its wake-up event ran -- land the prefetches
+        that land before the next event and start the first that does not (its landing then is
+        the process's next event). The same calls at the same simulated time: in between nothing
+        but this link could act. ``horizon``: the next event when it is not yet scheduled (a
+        process that ends now: its end is the next event)."""
+        if not self._woken:
+            return
+        self._woken = False
+        idle = self._idle
+        if idle is None or idle.triggered:
+            return
+        if self.demand:
+            idle.succeed()
+            return
+        if not self.prefetch_enabled:
+            return
+        copy, now = self._prefetch_run(self.env.now, horizon)
+        if copy is None:
+            return                          # still idle: the process sleeps on
+        job = self._prefetch_job(copy, now)
+        land = self.busy_until = now + job.duration     # lands at or after the next event
+        self._job_start = now
+        self._started = (job, land, timeout_at(self.env, land))
+        idle.succeed()
 
     def submit(self, copy: Copy, duration: float) -> LinkJob:
         """Queue a demand copy (slots already reserved unless it streams); returns its job.
@@ -112,7 +148,7 @@ class Link:
         if self._job_start is not None:
             return self.busy_until
         idle = self._idle
-        if idle is not None and not idle.triggered:
+        if idle is not None and not idle.triggered and not self._woken:
             return math.inf
         return self.env.now
 
@@ -138,6 +174,15 @@ class Link:
         env, core = self.env, self.core
         now = env.now
         while True:
+            if self._started is not None:       # started by settle() while this process slept
+                job, land, landing = self._started
+                self._started = None
+                yield landing
+                self._job_start = None
+                self.busy_s += job.duration
+                self._land(job, land)
+                now = land
+                continue
             if self.demand:
                 job = self.demand.popleft()
             else:
@@ -153,8 +198,7 @@ class Link:
                     self._idle = None
                     now = env.now
                     continue
-                job = LinkJob(copy, self.transfer_s, land_at=now + self.transfer_s)
-                self._register(job)             # someone may ask for it before it lands
+                job = self._prefetch_job(copy, now)
             job.start = now
             land = self.busy_until = now + job.duration
             if not self.coalesce or job.waiter is not None or land >= env.peek():
@@ -167,6 +211,13 @@ class Link:
             self._land(job, land)
             now = land
 
+    def _prefetch_job(self, copy: Copy, now: float) -> LinkJob:
+        """The job of a prefetch that starts at ``now``, registered (someone may ask for it
+        before it lands)."""
+        job = LinkJob(copy, self.transfer_s, land_at=now + self.transfer_s, start=now)
+        self._register(job)
+        return job
+
     def drain_run(self) -> tuple[Copy | None, float]:
         """A blocking drain's copies on the idle link from now (:meth:`sim.engine.Engine._drain`):
         the same coalesced run as :meth:`_prefetch_run`, landed before the next event of another
@@ -177,12 +228,12 @@ class Link:
             raise RuntimeError("link: a drain needs an idle link")
         return self._prefetch_run(now)
 
-    def _prefetch_run(self, now: float):
+    def _prefetch_run(self, now: float, horizon: float | None = None):
         """Land every prefetch that lands before the next event of another process (one core
         call); returns the first one that does not (or None: the policy has none) and the time."""
         dt = self.transfer_s
         report = self._report if self.on_landed is not None else None
-        copy, end, n = self.core.prefetch_run(now, dt, self.env.peek(), report)
+        copy, end, n = self.core.prefetch_run(now, dt, self.env.peek() if horizon is None else horizon, report)
         if n:
             busy = self.busy_s
             for _ in range(n):          # the same float sums as one addition per landed copy

@@ -17,6 +17,12 @@ returns the first prefetch that does not land in time. Only the copy in flight w
 process next runs, or one a process waits on, becomes a SimPy timeout, scheduled at exactly its
 landing time (:func:`timeout_at`). A landing at the same instant as another event is never
 coalesced (SimPy would run the earlier-scheduled event first), so ties resolve as before.
+
+Waking. A process that gives an idle link new prefetch work (:meth:`Link.wake`) does not wake it
+through a SimPy event: the link looks for work when that process next waits (:meth:`Link.settle`,
+its next event then scheduled), which is exactly when the wake-up event would have run; only a
+copy that does not land before the next event then takes an event (its landing). Demand copies
+wake the process at once.
 """
 from __future__ import annotations
 

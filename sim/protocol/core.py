@@ -40,7 +40,9 @@ class ProtocolCore:
         self.prefetched = PrefetchTracker(cache.n_layers, cache.n_experts)
         self.failed = 0
         # the policy plans whole prefetch runs (Policy.plan_prefetches); False: one copy at a time
-        self.planned_runs = type(policy).plan_prefetches is not Policy.plan_prefetches
+        # (also for a wrapper that is no Policy subclass, e.g. the real executor's timing proxy)
+        plans = getattr(type(policy), "plan_prefetches", Policy.plan_prefetches)
+        self.planned_runs = plans is not Policy.plan_prefetches
 
     # --- protocol points ------------------------------------------------------------------------
     def load_initial(self) -> list[tuple[int, int]]:

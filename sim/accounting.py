@@ -19,40 +19,53 @@ class PrefetchTracker:
     """Which resident experts arrived by prefetch and have not been requested since.
 
     A prefetch is *useful* when its expert is requested before it is evicted (prefetch precision =
-    useful / prefetches landed).
+    useful / prefetches landed). The flags are one bit mask of experts per layer (Python ints):
+    the per-copy updates are bit operations, not numpy scalar writes; :attr:`flags` gives them as
+    an array.
     """
 
     def __init__(self, n_layers: int, n_experts: int):
-        self.flags = np.zeros((n_layers, n_experts), dtype=bool)
+        self.bits = [0] * n_layers
+        self.n_experts = n_experts
         self.n = 0
+
+    @property
+    def flags(self) -> np.ndarray:
+        """``[L, E]`` bool array of the flags (a copy, for inspection)."""
+        return np.array([[m >> e & 1 for e in range(self.n_experts)] for m in self.bits], dtype=bool)
 
     def landed(self, layer: int, expert: int) -> None:
         """A prefetch landed."""
-        self.flags[layer, expert] = True
+        self.bits[layer] |= 1 << expert
         self.n += 1
 
     def evicted(self, layers, experts) -> None:
         """Experts left VRAM (one or many)."""
         if self.n:
-            hit = self.flags[layers, experts]
-            self.n -= int(np.count_nonzero(hit))
-            self.flags[layers, experts] = False
+            for layer, expert in zip(np.ravel(layers).tolist(), np.ravel(experts).tolist()):
+                self.evicted_one(layer, expert)
 
     def evicted_one(self, layer: int, expert: int) -> None:
         """One expert left VRAM (the scalar form of :meth:`evicted`, on the per-copy path)."""
-        if self.n and self.flags.item(layer, expert):
+        m = self.bits[layer]
+        if m >> expert & 1:
             self.n -= 1
-            self.flags[layer, expert] = False
+            self.bits[layer] = m ^ (1 << expert)
 
     def used(self, layer: int, experts: np.ndarray) -> int:
-        """Resident experts of ``layer`` were requested; returns how many were unused prefetches."""
-        if not self.n:
+        """Resident experts of ``layer`` were requested (distinct ids); returns how many were
+        unused prefetches."""
+        m = self.bits[layer]
+        if not m:
             return 0
-        row = self.flags[layer]
-        useful = int(np.count_nonzero(row[experts]))
+        useful = 0
+        for e in experts.tolist():
+            if m >> e & 1:
+                useful += 1
+                m ^= 1 << e
         if useful:
             self.n -= useful
-            row[experts] = False
+            self.bits[layer] = m
         return useful
 
 

@@ -56,7 +56,8 @@ class Engine:
         self.expert_bytes = cost.expert_bytes
         self.transfer_s = cost.transfer_s()
         self.sync_s = cost.layer_sync_s()
-        self.req, self.nreq = requests_by_layer(schedule.counts)
+        self.req, self.nreq = (requests_by_layer(schedule.counts) if schedule.online
+                               else shared_requests(schedule.counts))
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
         self.warm = warm
@@ -71,11 +72,24 @@ class Engine:
         if self.warm is not None:
             self.warm(self.core)
         self.link.prefetch_enabled = self.policy.overlap
-        done = self.env.process(self._decode())
+        done = self.env.process(self._settling(self._decode()))
         self.env.run(until=done)
         self.c.decode_s = self.env.now
         self.c.pcie_busy_s = self.link.busy_s
         return self.c
+
+    def _settling(self, gen):
+        """The process ``gen`` with the link settled before each of its waits
+        (:meth:`sim.link.Link.settle`: a link it woke looks for prefetches then)."""
+        settle = self.link.settle
+        try:
+            event = next(gen)
+            while True:
+                settle()
+                event = gen.send((yield event))
+        except StopIteration as stop:
+            settle(self.env.now)            # the process's end, scheduled now, is the next event
+            return stop.value
 
     def _mark(self, lane: str, label: str, start: float, end: float) -> None:
         if self.events is not None and end > start:
@@ -155,9 +169,9 @@ class Engine:
         if k < 1.0 and link.prefetch_enabled and self.may_prefetch:
             # host DRAM shared with the link's DMA: the CPU slows while copies run, and prefetches
             # may start at any time, so the CPU's progress is re-measured against the link
-            cpu_s = yield from self._cpu_with_dma(t1, cpu_s, k)
+            cpu_s, now = yield from self._cpu_with_dma(t1, cpu_s, k)
             delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
-            yield env.timeout(max(0.0, t1 + delay - env.now))
+            yield timeout_at(env, now + max(0.0, t1 + delay - now))
         else:
             if k < 1.0:   # only demand copies: the link is busy back to back until demand_tail
                 cpu_s = dram_cpu_time(cpu_s, k, max(0.0, max(link.busy_until, link.demand_tail) - t1))
@@ -183,16 +197,21 @@ class Engine:
     def _cpu_with_dma(self, t1: float, work_s: float, k: float):
         """Run ``work_s`` of CPU expert work from ``t1`` at speed ``k`` while the link is busy and 1
         otherwise (work done in an interval = its length - link-busy part x (1 - k)); returns the
-        CPU's seconds. After DRAM_ROUNDS rounds the rest is taken at speed ``k``."""
-        env, left = self.env, work_s
-        busy = self.link.busy_to(t1)
+        CPU's seconds and the time the last round ended. After DRAM_ROUNDS rounds the rest is taken
+        at speed ``k``. A round that ends before the link's next event (:meth:`sim.link.Link.quiet_until`)
+        needs no SimPy event: nothing can change the link's busy time before it ends."""
+        env, link, left, now = self.env, self.link, work_s, t1
+        busy = link.busy_to(t1)
         for _ in range(DRAM_ROUNDS):
-            yield env.timeout(left)
-            now_busy = self.link.busy_to(env.now)
+            t = now + left
+            if not link.quiet_until() > t:
+                yield timeout_at(env, t)
+            now = t
+            now_busy = link.busy_to(now)
             left, busy = (now_busy - busy) * (1.0 - k), now_busy
             if left <= 1e-12:
-                return env.now - t1
-        return env.now + left / k - t1
+                return now - t1, now
+        return now + left / k - t1, now
 
     def _start(self, copy: Copy) -> LinkJob:
         n = len(copy.experts)
@@ -213,6 +232,24 @@ class Engine:
             if copy is None:
                 return
             yield link.until_landed(link.submit(copy, self.transfer_s))
+
+
+_SHARED: dict[int, tuple] = {}   # id(counts) -> (counts, req, nreq), for read-only counts
+SHARED_MAX = 16                  # as many as the memoised schedules (sim.runner)
+
+
+def shared_requests(counts: np.ndarray):
+    """:func:`requests_by_layer` of a read-only ``counts`` (a memoised schedule's, shared by every
+    run of a sweep point), computed once per array; the lists must not be changed (an online
+    schedule, which fills them as it goes, gets its own)."""
+    if counts.flags.writeable:
+        return requests_by_layer(counts)
+    hit = _SHARED.get(id(counts))
+    if hit is None or hit[0] is not counts:
+        if len(_SHARED) >= SHARED_MAX:
+            del _SHARED[next(iter(_SHARED))]
+        hit = _SHARED[id(counts)] = (counts, *requests_by_layer(counts))
+    return hit[1], hit[2]
 
 
 def requests_by_layer(counts: np.ndarray):

@@ -40,9 +40,15 @@ class ExpertCache:
         return self.resident.item(layer, expert) or self.inflight.item(layer, expert)
 
     def load(self, layer: int, expert: int) -> None:
-        """Place an expert before decoding starts (static placement; costs no simulated time)."""
-        self.begin(layer, expert)
-        self.land(layer, expert)
+        """Place an expert at once: :meth:`begin` and :meth:`land` in one (a static placement
+        before decoding starts, or a copy that lands within the same call)."""
+        resident = self.resident
+        if resident.item(layer, expert) or self.inflight.item(layer, expert):
+            raise CacheError(f"expert ({layer}, {expert}) is already resident or in flight")
+        if self.n_used >= self.n_slots:
+            raise CacheError("no free slot: evict first")
+        resident[layer, expert] = True
+        self.n_used += 1
 
     def begin(self, layer: int, expert: int) -> None:
         """Reserve a free slot for a transfer of (layer, expert)."""

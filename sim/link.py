@@ -17,6 +17,12 @@ returns the first prefetch that does not land in time. Only the copy in flight w
 process next runs, or one a process waits on, becomes a SimPy timeout, scheduled at exactly its
 landing time (:func:`timeout_at`). A landing at the same instant as another event is never
 coalesced (SimPy would run the earlier-scheduled event first), so ties resolve as before.
+
+Waking. A process that gives an idle link new prefetch work (:meth:`Link.wake`) does not wake it
+through a SimPy event: the link looks for work when that process next waits (:meth:`Link.settle`,
+its next event then scheduled), which is exactly when the wake-up event would have run; only a
+copy that does not land before the next event then takes an event (its landing). Demand copies
+wake the process at once.
 """
 from __future__ import annotations
 
@@ -75,14 +81,50 @@ class Link:
         self.busy_until = 0.0   # end of the job on the link (in the past when idle)
         self.demand_tail = 0.0  # when the last queued demand job will land
         self._job_start: float | None = None   # start of the job a SimPy timeout is running (None otherwise)
+        self._woken = False     # woken while idle: settle() looks for prefetches
+        self._started = None    # (job, landing, timeout) that settle() started for the sleeping process
         self.coalesced = 0      # copies landed without a SimPy event
         self.coalesce = coalesce
         env.process(self._run())
 
     def wake(self) -> None:
-        """Tell an idle link that new work may exist."""
-        if self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()
+        """Tell an idle link that new work may exist. A demand copy (or a link without coalesced
+        runs) wakes the process at once; otherwise the link only notes it and looks for
+        prefetches at the waking process's next wait (:meth:`settle`), without a SimPy event
+        when it finds none."""
+        idle = self._idle
+        if idle is not None and not idle.triggered:
+            if self.demand or not self.coalesce:
+                idle.succeed()
+            else:
+                self._woken = True
+
+    def settle(self, horizon: float | None = None) -> None:
+        """A process that woke the idle link is about to wait (its next event scheduled): do now
+        what the link process would do first when its wake-up event ran -- land the prefetches
+        that land before the next event and start the first that does not (its landing then is
+        the process's next event). The same calls at the same simulated time: in between nothing
+        but this link could act. ``horizon``: the next event when it is not yet scheduled (a
+        process that ends now: its end is the next event)."""
+        if not self._woken:
+            return
+        self._woken = False
+        idle = self._idle
+        if idle is None or idle.triggered:
+            return
+        if self.demand:
+            idle.succeed()
+            return
+        if not self.prefetch_enabled:
+            return
+        copy, now = self._prefetch_run(self.env.now, horizon)
+        if copy is None:
+            return                          # still idle: the process sleeps on
+        job = self._prefetch_job(copy, now)
+        land = self.busy_until = now + job.duration     # lands at or after the next event
+        self._job_start = now
+        self._started = (job, land, timeout_at(self.env, land))
+        idle.succeed()
 
     def submit(self, copy: Copy, duration: float) -> LinkJob:
         """Queue a demand copy (slots already reserved unless it streams); returns its job.
@@ -105,6 +147,17 @@ class Link:
             return self.busy_s
         return self.busy_s + max(0.0, min(t, self.busy_until) - self._job_start)
 
+    def quiet_until(self) -> float:
+        """When the link process next runs by itself: the landing of the job on the link, never
+        (inf) when it sleeps idle and nobody woke it, now otherwise (woken, or about to start).
+        Until then its state, :meth:`busy_to` included, changes only through other processes."""
+        if self._job_start is not None:
+            return self.busy_until
+        idle = self._idle
+        if idle is not None and not idle.triggered and not self._woken:
+            return math.inf
+        return self.env.now
+
     def until_landed(self, job: LinkJob) -> simpy.Event:
         """The event a process waits on until ``job`` has landed (already processed if it has)."""
         if job.waiter is None:
@@ -115,13 +168,27 @@ class Link:
 
     def _register(self, job: LinkJob) -> None:
         copy = job.copy
-        if copy.kind != STREAM_COPY:      # a block copy's experts in one C-level update
-            self.landing.update(zip(zip(repeat(copy.layer), copy.experts), repeat(job)))
+        experts = copy.experts
+        if copy.kind == STREAM_COPY:
+            return
+        if len(experts) == 1:
+            self.landing[copy.layer, experts[0]] = job
+        else:                             # a block copy's experts in one C-level update
+            self.landing.update(zip(zip(repeat(copy.layer), experts), repeat(job)))
 
     def _run(self):
         env, core = self.env, self.core
         now = env.now
         while True:
+            if self._started is not None:       # started by settle() while this process slept
+                job, land, landing = self._started
+                self._started = None
+                yield landing
+                self._job_start = None
+                self.busy_s += job.duration
+                self._land(job, land)
+                now = land
+                continue
             if self.demand:
                 job = self.demand.popleft()
             else:
@@ -137,8 +204,7 @@ class Link:
                     self._idle = None
                     now = env.now
                     continue
-                job = LinkJob(copy, self.transfer_s, land_at=now + self.transfer_s)
-                self._register(job)             # someone may ask for it before it lands
+                job = self._prefetch_job(copy, now)
             job.start = now
             land = self.busy_until = now + job.duration
             if not self.coalesce or job.waiter is not None or land >= env.peek():
@@ -151,6 +217,13 @@ class Link:
             self._land(job, land)
             now = land
 
+    def _prefetch_job(self, copy: Copy, now: float) -> LinkJob:
+        """The job of a prefetch that starts at ``now``, registered (someone may ask for it
+        before it lands)."""
+        job = LinkJob(copy, self.transfer_s, land_at=now + self.transfer_s, start=now)
+        self._register(job)
+        return job
+
     def drain_run(self) -> tuple[Copy | None, float]:
         """A blocking drain's copies on the idle link from now (:meth:`sim.engine.Engine._drain`):
         the same coalesced run as :meth:`_prefetch_run`, landed before the next event of another
@@ -161,12 +234,12 @@ class Link:
             raise RuntimeError("link: a drain needs an idle link")
         return self._prefetch_run(now)
 
-    def _prefetch_run(self, now: float):
+    def _prefetch_run(self, now: float, horizon: float | None = None):
         """Land every prefetch that lands before the next event of another process (one core
         call); returns the first one that does not (or None: the policy has none) and the time."""
         dt = self.transfer_s
         report = self._report if self.on_landed is not None else None
-        copy, end, n = self.core.prefetch_run(now, dt, self.env.peek(), report)
+        copy, end, n = self.core.prefetch_run(now, dt, self.env.peek() if horizon is None else horizon, report)
         if n:
             busy = self.busy_s
             for _ in range(n):          # the same float sums as one addition per landed copy
@@ -181,7 +254,11 @@ class Link:
     def _land(self, job: LinkJob, now: float) -> None:
         copy = job.copy
         if copy.kind != STREAM_COPY:
-            deque(map(self.landing.pop, zip(repeat(copy.layer), copy.experts)), maxlen=0)
+            experts = copy.experts
+            if len(experts) == 1:
+                del self.landing[copy.layer, experts[0]]
+            else:
+                deque(map(self.landing.pop, zip(repeat(copy.layer), experts)), maxlen=0)
         if abs(now - job.land_at) > 1e-9 * max(1.0, now):
             raise RuntimeError(f"link: job L{copy.layer}{copy.experts} landed at {now}, expected {job.land_at}")
         job.end, job.done = now, True

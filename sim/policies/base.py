@@ -193,6 +193,17 @@ class Policy(abc.ABC):
         at once, in eviction order. None (the default): ask :meth:`victim` once per expert."""
         return None
 
+    def plan_prefetches(self, cache, n_land: int) -> list[tuple[int, int, tuple | None]]:
+        """A whole coalesced prefetch run at once (optional; the executor otherwise asks
+        :meth:`next_transfer` and :meth:`victim` once per copy): ``[(layer, expert, victim or
+        None), ...]``, the picks and victims the per-copy calls would give on an idle link when
+        the first ``n_land`` picks land one after another (each told by :meth:`on_transfer_done`)
+        and one more is started -- at most ``n_land + 1`` entries, fewer when the policy runs out.
+        The policy updates its own state as those calls would (the landed picks included); the
+        cache is not touched: it reads the cache as it was before the run, and the executor then
+        evicts, reserves and lands in the order given."""
+        raise NotImplementedError
+
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         """A transfer of (layer, expert) landed: it is resident now."""
 

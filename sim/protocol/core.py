@@ -18,6 +18,9 @@ from sim.policies.base import FETCH, STREAM, Placement, Policy, Signals
 from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait
 
 
+RUN_CHUNK = 256   # copies one plan of a prefetch run covers at most (a longer run takes several)
+
+
 class ProtocolCore:
     """The bookkeeping of one run of ``policy`` on ``cache``.
 
@@ -30,11 +33,16 @@ class ProtocolCore:
                  cpu_tab: np.ndarray, slots: SlotObserver | None = None):
         self.policy, self.cache = policy, cache
         self.expert_bytes, self.gpu_tab, self.cpu_tab = expert_bytes, gpu_tab, cpu_tab
+        self._finite = bool(np.isfinite(gpu_tab).all() and np.isfinite(cpu_tab).all())
         self.slots = slots or SlotObserver()
         self._observed = type(self.slots) is not SlotObserver    # the base observer does nothing
         self.c = Counters()
         self.prefetched = PrefetchTracker(cache.n_layers, cache.n_experts)
         self.failed = 0
+        # the policy plans whole prefetch runs (Policy.plan_prefetches); False: one copy at a time
+        # (also for a wrapper that is no Policy subclass, e.g. the real executor's timing proxy)
+        plans = getattr(type(policy), "plan_prefetches", Policy.plan_prefetches)
+        self.planned_runs = plans is not Policy.plan_prefetches
 
     # --- protocol points ------------------------------------------------------------------------
     def load_initial(self) -> list[tuple[int, int]]:
@@ -88,8 +96,9 @@ class ProtocolCore:
         c = self.c
         where = np.asarray(placement.where)[req]
         on_gpu, on_cpu = tally_requests(c, self.cache, self.prefetched, layer, req, where, self.policy.name)
-        plan = LayerPlan(gpu=req[on_gpu].tolist(), cpu=req[on_cpu].tolist(),
-                         gpu_s=float(self.gpu_tab[n].dot(on_gpu)), cpu_s=float(self.cpu_tab[n].dot(on_cpu)))
+        gpu, cpu = req[on_gpu].tolist(), req[on_cpu].tolist()
+        plan = LayerPlan(gpu=gpu, cpu=cpu, gpu_s=self._seconds(self.gpu_tab, n, on_gpu, gpu),
+                         cpu_s=self._seconds(self.cpu_tab, n, on_cpu, cpu))
         c.gpu_execs += len(plan.gpu)
         c.cpu_execs += len(plan.cpu)
         if placement.bulk:
@@ -106,6 +115,13 @@ class ProtocolCore:
             elif not self.cache.resident[layer, e] and self.reserve(layer, e, demand=True):
                 plan.waits.append(Wait((layer, e), Copy(layer, (e,), DEMAND), (), 0.0))
         return plan
+
+    def _seconds(self, tab: np.ndarray, n: np.ndarray, mask: np.ndarray, experts: list) -> float:
+        """The cost table's seconds of the experts under ``mask`` (``n`` tokens each): one dot
+        product, 0.0 without one when none is (the tables are finite, so the dot would be 0.0)."""
+        if not experts and self._finite:
+            return 0.0
+        return float(tab[n].dot(mask))
 
     def _apply_one(self, layer: int, e: int, k: int, w: int, plan: LayerPlan) -> None:
         """A FETCH or STREAM placement of one requested expert."""
@@ -185,10 +201,18 @@ class ProtocolCore:
             if victim is None:
                 return False
             self.evict(int(victim[0]), int(victim[1]))
-        cache.begin(layer, expert)
+        self._take(layer, expert)
+        return True
+
+    def _take(self, layer: int, expert: int, landed: bool = False) -> None:
+        """Reserve a free slot for (layer, expert) (its transfer begins); ``landed``: and the
+        transfer lands at once (a copy of a planned run)."""
+        if landed:
+            self.cache.load(layer, expert)
+        else:
+            self.cache.begin(layer, expert)
         if self._observed:
             self.slots.taken(layer, expert)
-        return True
 
     def reserve_many(self, layer: int, experts: list) -> list:
         """Reserve slots for a block copy, in order; returns the experts that got one.
@@ -247,11 +271,21 @@ class ProtocolCore:
     def prefetch_run(self, now: float, duration: float, horizon: float, on_landed=None):
         """The link's coalesced run (:mod:`sim.link`): prefetches on an idle link from ``now``, each
         ``duration`` long, back to back, each one that lands strictly before ``horizon`` landed here
-        (``on_landed(layer, expert, start, land)`` told after each) -- one :meth:`next_prefetch` and
-        one :meth:`landed_prefetch` per copy, as with one SimPy event per copy, without a trip
-        through the link and SimPy for each. Returns ``(copy, now, landed)``: the first prefetch
-        that does not land before ``horizon`` (its slot reserved; the executor moves it) or None
-        when the policy has none, the link's time then, and how many landed."""
+        (``on_landed(layer, expert, start, land)`` told after each) -- the same copies, calls and
+        bookkeeping as one :meth:`next_prefetch` and one :meth:`landed_prefetch` per copy, without
+        a trip through the link and SimPy for each. A policy that plans whole runs
+        (:meth:`sim.policies.base.Policy.plan_prefetches`) is asked once per run
+        (:meth:`_planned_run`); otherwise :meth:`_copy_run` asks it once per copy. Returns
+        ``(copy, now, landed)``: the first prefetch that does not land before ``horizon`` (its slot
+        reserved; the executor moves it) or None when the policy has none, the link's time then,
+        and how many landed."""
+        if self.planned_runs:
+            return self._planned_run(now, duration, horizon, on_landed)
+        return self._copy_run(now, duration, horizon, on_landed)
+
+    def _copy_run(self, now: float, duration: float, horizon: float, on_landed=None):
+        """:meth:`prefetch_run` one :meth:`next_prefetch` and :meth:`landed_prefetch` per copy
+        (every policy; the reference the planned runs are tested against)."""
         n = 0
         while (copy := self.next_prefetch()) is not None:
             land = now + duration
@@ -264,14 +298,60 @@ class ProtocolCore:
             now, n = land, n + 1
         return None, now, n
 
+    def _planned_run(self, now: float, duration: float, horizon: float, on_landed=None):
+        """:meth:`prefetch_run` with the policy's plan: how many copies land before ``horizon`` is
+        counted first (the same float sums), the policy names that many picks and victims plus
+        the one left on the link, and the core applies them in order with its one-copy helpers
+        (:meth:`evict`, :meth:`_take`, :meth:`_count_prefetch`). At most ``RUN_CHUNK`` copies are
+        planned at once; a longer run continues with the next plan."""
+        n, plan = 0, self.policy.plan_prefetches
+        while True:
+            k, t = 0, now
+            while k < RUN_CHUNK:
+                t_next = t + duration
+                if not t_next < horizon:
+                    break
+                t, k = t_next, k + 1
+            picks = plan(self.cache, k)
+            layer = expert = None
+            for i, (layer, expert, victim) in enumerate(picks):
+                if victim is not None:
+                    self.evict(victim[0], victim[1])
+                if i == k:
+                    self._take(layer, expert)
+                    break
+                land = now + duration
+                self._take(layer, expert, landed=True)
+                self._count_prefetch(layer, expert)
+                if on_landed is not None:
+                    on_landed(layer, expert, now, land)
+                now, n = land, n + 1
+            if len(picks) <= k:
+                return None, now, n
+            land = now + duration
+            if k < RUN_CHUNK or not land < horizon:
+                return Copy(layer, (expert,), PREFETCH), now, n
+            self.landed_prefetch(layer, expert)    # a full chunk: the extra pick lands as well
+            if on_landed is not None:
+                on_landed(layer, expert, now, land)
+            now, n = land, n + 1
+
     def landed_prefetch(self, layer: int, expert: int) -> None:
         """One prefetched expert arrived (:meth:`landed` of a PREFETCH copy)."""
+        self._land_prefetch(layer, expert)
+        self.policy.on_transfer_done(layer, expert, self.cache)
+
+    def _land_prefetch(self, layer: int, expert: int) -> None:
+        """The core's part of :meth:`landed_prefetch` (cache, tallies, tracker): not the policy's."""
+        self.cache.land(layer, expert)
+        self._count_prefetch(layer, expert)
+
+    def _count_prefetch(self, layer: int, expert: int) -> None:
+        """Tally one landed prefetch."""
         c = self.c
         c.pcie_bytes += self.expert_bytes
-        self.cache.land(layer, expert)
         c.prefetches += 1
         self.prefetched.landed(layer, expert)
-        self.policy.on_transfer_done(layer, expert, self.cache)
 
     def landed(self, copy: Copy, ok: bool = True) -> None:
         """``copy``'s bytes arrived (``ok``), or the copy failed: its slots are freed."""

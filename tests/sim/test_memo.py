@@ -39,3 +39,17 @@ def test_runs_sharing_a_schedule_give_the_rows_of_a_cold_start():
         return repr(sorted((k, v) for k, v in row.items() if k != "sim_wall_s"))
 
     assert exact(warm[0]) == exact(warm[2]) == exact(cold)
+
+
+def test_request_lists_are_shared_for_read_only_counts_only():
+    from sim.engine import requests_by_layer, shared_requests
+
+    key = ("qwen3_30b_a3b", "gsm8k", 16 + 4 + 1, 0, None)
+    counts = runner.schedule(runner.synthetic_trace(*key), key, 4, 16, 0.7, 0).counts
+    req, nreq = shared_requests(counts)
+    assert shared_requests(counts)[0] is req                   # built once per read-only array
+    fresh = requests_by_layer(counts)
+    assert all(np.array_equal(a, b) for ra, rb in zip(req, fresh[0]) for a, b in zip(ra, rb))
+    assert all(np.array_equal(a, b) for ra, rb in zip(nreq, fresh[1]) for a, b in zip(ra, rb))
+    own = counts.copy()                                        # writeable: never shared
+    assert shared_requests(own)[0] is not shared_requests(own)[0]

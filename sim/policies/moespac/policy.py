@@ -153,6 +153,19 @@ class MoESpAc(Policy):
 
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
+        got = self._pick(cache, None, cache.n_used)
+        if got is None:
+            return None
+        l, e, v = got
+        if v is not None:
+            self._planned = got
+        return l, e
+
+    def _pick(self, cache, changed: dict | None, n_used: int):
+        """The queue's next expert that needs a copy and the victim that makes room (None: a slot
+        is free), or None when the queue has none or nothing may go (the entry is put back).
+        ``changed`` maps (layer, expert) to its residency where a planned run changed it since
+        ``cache`` was written; ``n_used`` is the slots in use then."""
         tree, queue = self.tree, self.queue
         resident, inflight = cache.resident, cache.inflight
         while True:
@@ -160,22 +173,43 @@ class MoESpAc(Policy):
             if popped is None:
                 return None
             l, e, lv = popped
-            if resident.item(l, e):
+            r = changed.get((l, e)) if changed else None
+            if r if r is not None else resident.item(l, e):
                 if lv > tree.rows[l][e]:
                     tree.set(l, e, lv)
                     self.n_rescored += 1
                 continue
             if inflight.item(l, e):
                 continue
-            if cache.n_used < cache.n_slots:
-                return l, e
+            if n_used < cache.n_slots:
+                return l, e, None
             v = self._find_victim(cache)
             if v is None:
                 queue.push_front(l, e, lv)
                 self.n_waits += 1
                 return None
-            self._planned = (l, e, v)
-            return l, e
+            return l, e, v
+
+    def plan_prefetches(self, cache, n_land: int):
+        """:meth:`next_transfer`, :meth:`victim` and :meth:`on_transfer_done` of a whole run, with
+        the run's own evictions and landings seen through an overlay of the cache."""
+        changed, picks, n_used = {}, [], cache.n_used
+        while len(picks) <= n_land:
+            got = self._pick(cache, changed, n_used)
+            if got is None:
+                break
+            l, e, v = got
+            if v is None:
+                n_used += 1
+            else:
+                self._planned = None        # found and consumed at once, as victim() would
+                self._evicted(v)
+                changed[v] = False
+            picks.append(got)
+            if len(picks) <= n_land:
+                changed[(l, e)] = True
+                self.on_transfer_done(l, e, cache)
+        return picks
 
     def _find_victim(self, cache):
         b = self.bal
@@ -193,9 +227,13 @@ class MoESpAc(Policy):
             v = self._find_victim(cache)
             if v is None:
                 return None
+        self._evicted(v)
+        return v
+
+    def _evicted(self, v) -> None:
+        """``v`` is named as a victim: its slot leaves the index."""
         self.tree.remove(v[0], v[1])
         self.n_victims += 1
-        return v
 
     def on_transfer_done(self, layer: int, expert: int, cache) -> None:
         self.tree.insert(layer, expert, self.levels[layer][expert])

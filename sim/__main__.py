@@ -72,6 +72,10 @@ def precheck(command: str, args: list[str]) -> None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # Hydra reports its own grammar errors
         return
+    from sim.config import read_yaml
+
+    for path in sorted((CONF_DIR / "runtime").glob("*.yaml")):   # the files calibrate rewrites: a broken
+        read_yaml(path)                                          # one is one line here, not Hydra's traceback
     own = OmegaConf.load(CONF_DIR / f"{command}.yaml")
     valid = (set(own) - {"defaults"}) | {p.name for p in CONF_DIR.iterdir() if p.is_dir()} - NOT_GROUPS | {"hydra"}
     out = str(own.get("out"))

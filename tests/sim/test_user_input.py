@@ -86,3 +86,21 @@ def test_a_failed_multirun_job_is_named_and_the_others_write(tmp_path):         
     written = sorted(f.parent.name for f in tmp_path.rglob("results.parquet"))
     assert written == ["cache_ratio=0.1,experiment.policies=[llamacpp],experiment.workloads=[gsm8k],"
                        "gen_tokens=16,n_jobs=1"]                                        # H3: no out= in the name
+
+
+def test_a_broken_runtime_file_is_one_line_before_hydra(tmp_path, monkeypatch):
+    # conf/runtime/*.yaml are the files `calibrate` rewrites (and users edit): a duplicate key there
+    # is refused with the file and line before Hydra composes (which would print a traceback)
+    import shutil
+
+    import sim.paths
+    from sim.config import ConfigError
+
+    conf = tmp_path / "conf"
+    shutil.copytree(sim.paths.CONF_DIR, conf)
+    with open(conf / "runtime" / "vllm.yaml", "a") as f:
+        f.write("name: again\n")
+    monkeypatch.setattr(sim.paths, "CONF_DIR", conf)
+    with pytest.raises(ConfigError, match=r"vllm\.yaml line \d+: found duplicate key") as err:
+        precheck("run", ["runtime=vllm", f"out={tmp_path / 'o'}"])
+    assert "\n" not in str(err.value)

@@ -158,9 +158,44 @@ def shadow_fitted(text: str, keys) -> str:
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
+def calibration_order() -> list[str]:
+    """Every runtime with a ``calibrate:`` block, each after the runtimes it inherits from (a child's
+    fit depends on its parents' fitted values), ties in name order."""
+    from sim.config import read_yaml
+
+    files = {p.stem: read_yaml(p) for p in sorted((CONF_DIR / "runtime").glob("*.yaml"))}
+    parents = {n: [d for d in (data.get("defaults") or []) if isinstance(d, str) and d in files]
+               for n, data in files.items()}
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        if name not in order:
+            for parent in parents[name]:
+                visit(parent)
+            order.append(name)
+
+    for name in files:
+        visit(name)
+    return [n for n in order if bounds_of(n)]
+
+
+def calibrate_all(points: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
+                  gen_tokens: int = 32, n_jobs: int = 1) -> dict:
+    """``runtime=all``: :func:`calibrate` every runtime in :func:`calibration_order`, then the
+    leave-one-source-out error over every held-out point of every runtime together."""
+    outs = [calibrate(points, r, write, do_loso, min_points, gen_tokens, n_jobs) for r in calibration_order()]
+    pooled = np.asarray([x for o in outs for x in o.get("loso_log_errors", [])])
+    if pooled.size:
+        print(f"LOSO over every runtime: median |error| {np.median(ape(pooled)):.1f}% over {pooled.size} held-out points")
+    return {"runtimes": outs, "loso_median_ape": float(np.median(ape(pooled))) if pooled.size else float("nan")}
+
+
 def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
               gen_tokens: int = 32, n_jobs: int = 1) -> dict:
-    """Fit ``runtime`` on the points built on it; print the fit, per-point residuals and LOSO error."""
+    """Fit ``runtime`` on the points built on it; print the fit, per-point residuals and LOSO error
+    (``runtime=all``: :func:`calibrate_all`)."""
+    if runtime == "all":
+        return calibrate_all(points, write, do_loso, min_points, gen_tokens, n_jobs)
     global N_JOBS
     N_JOBS = max(1, int(n_jobs))
     pf = load_points(points)
@@ -193,6 +228,7 @@ def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = Tru
         if allres.size:
             print(f"  LOSO median |error| {np.median(ape(allres)):.1f}% over {allres.size} points")
             out["loso_median_ape"] = float(np.median(ape(allres)))
+        out["loso_log_errors"] = allres.tolist()
     if write:
         write_fit(runtime, values, mine, res)
         print(f"written: conf/runtime/{runtime}.yaml")

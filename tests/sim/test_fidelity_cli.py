@@ -108,3 +108,23 @@ def test_a_parameter_no_point_constrains_stays_at_the_middle_of_its_range():
     values, _ = fit([_truth_point(1500.0)], "llama_cpp", bounds, 8)
     assert values["by_kind.mobile.draft_overhead_us"] == pytest.approx(200.0, rel=1e-9)
     assert values["step_overhead_us"] == pytest.approx(1500.0, rel=0.15)
+
+
+def test_calibration_order_puts_parents_before_children():
+    order = C.calibration_order()
+    assert order.index("ktransformers") < order.index("hybrimoe")          # hybrimoe inherits its CPU values
+    assert order.index("hf_transformers") < order.index("moe_infinity")
+    assert "custom_cuda" not in order and "vllm" not in order               # nothing to fit
+
+
+def test_calibrate_all_pools_the_held_out_points_of_every_runtime(tmp_path):
+    run = {**RUN, "policy.gpu_layers": 49, "runtime": "hybrimoe"}
+    pts = _write(tmp_path, f"""points:
+  - {{id: A, measured_tok_s: 100.0, source: s1, grade: A, run: {json.dumps(run)}}}
+  - {{id: B, measured_tok_s: 90.0, source: s2, grade: A, run: {json.dumps(run)}}}
+""")
+    out = _cli("calibrate", f"points={pts}", "runtime=all", "write=false", "min_points=2", "gen_tokens=8", "n_jobs=1")
+    assert out.returncode == 0, out.stderr
+    assert "runtime llama_cpp: 0 points" in out.stdout and "runtime hybrimoe: 2 points" in out.stdout
+    assert "LOSO over every runtime: median |error|" in out.stdout and "over 2 held-out points" in out.stdout
+    assert "written:" not in out.stdout

@@ -21,7 +21,7 @@ import numpy as np
 
 from sim.config import ConfigError
 from sim.fidelity.points import Point, load_points, point_runtime
-from sim.fidelity.validate import predict_all
+from sim.fidelity.validate import DEFAULT_GEN, predict_all
 from sim.paths import CONF_DIR
 from sim.specs.machine import load_yaml
 
@@ -180,7 +180,7 @@ def calibration_order() -> list[str]:
 
 
 def calibrate_all(points: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
-                  gen_tokens: int = 32, n_jobs: int = 1) -> dict:
+                  gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1) -> dict:
     """``runtime=all``: :func:`calibrate` every runtime in :func:`calibration_order`, then the
     leave-one-source-out error over every held-out point of every runtime together."""
     outs = [calibrate(points, r, write, do_loso, min_points, gen_tokens, n_jobs) for r in calibration_order()]
@@ -191,7 +191,7 @@ def calibrate_all(points: str, write: bool = True, do_loso: bool = True, min_poi
 
 
 def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
-              gen_tokens: int = 32, n_jobs: int = 1) -> dict:
+              gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1) -> dict:
     """Fit ``runtime`` on the points built on it; print the fit, per-point residuals and LOSO error
     (``runtime=all``: :func:`calibrate_all`)."""
     if runtime == "all":

@@ -25,6 +25,23 @@ class PrefetchQueue:
         if len(self._heap) > 4 * len(self._live) + 64:
             self._heap = sorted(self._live.values())
 
+    def push_many(self, items) -> None:
+        """:meth:`push` of every ``(layer, expert, key)`` of ``items``, in order (one heap update:
+        entries are totally ordered by key and push order, so the pops are the same)."""
+        live, seq = self._live, self._seq
+        entries = [(key, next(seq), int(layer), int(expert)) for layer, expert, key in items]
+        for entry in entries:
+            live[(entry[2], entry[3])] = entry
+        heap = self._heap
+        if 4 * len(entries) < len(heap):
+            for entry in entries:
+                heapq.heappush(heap, entry)
+        else:
+            heap.extend(entries)
+            heapq.heapify(heap)
+        if len(heap) > 4 * len(live) + 64:
+            self._heap = sorted(live.values())
+
     def drop_layer(self, layer: int) -> None:
         """Forget every queued entry of ``layer``."""
         for item in [k for k in self._live if k[0] == layer]:

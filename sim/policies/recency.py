@@ -173,14 +173,14 @@ class LRUOrder(StampLRU):
     def _sync_state(self, cache, avoid) -> None:
         """Make pending the skipped entries of layers that may have become eligible since the last
         query (unpinned, or with fewer avoided experts)."""
-        pins = cache.pinned
+        pins, old, gone = cache.pinned, self._avoid, None
+        if old is not avoid and old is not None:
+            gone = old if avoid is None else old & ~avoid
         if self._pins is None:
             self._cursor, self._skipped, self._pending = self._head, {}, []
         else:
             lifted = set((self._pins & ~pins).nonzero()[0].tolist())
-            old = self._avoid
-            if old is not avoid and old is not None:
-                gone = old if avoid is None else old & ~avoid
+            if gone is not None:
                 lifted.update(gone.any(axis=1).nonzero()[0].tolist())
             for l in lifted:
                 for i in self._skipped.pop(l, ()):
@@ -188,9 +188,20 @@ class LRUOrder(StampLRU):
         self._pins = pins.copy()
         self._pin_bytes = self._pins.tobytes()
         self._pin_list = self._pins.tolist()
-        if avoid is not self._avoid or self._avoid_set is None:
-            self._avoid_set = None if avoid is None else set(np.flatnonzero(avoid).tolist())
+        if avoid is not old or self._avoid_set is None:
+            self._avoid_set = self._avoided(avoid, old, gone)
         self._avoid = avoid
+
+    def _avoided(self, avoid, old, gone) -> set[int] | None:
+        """The flat ids ``avoid`` marks, as a set: the last query's set minus ``gone`` (what ``old``
+        marked and ``avoid`` does not) when ``avoid`` marks nothing ``old`` did not, else built anew."""
+        if avoid is None:
+            return None
+        have = self._avoid_set
+        if have is None or gone is None or (avoid & ~old).any():
+            return set(np.flatnonzero(avoid).tolist())
+        have.difference_update(np.flatnonzero(gone).tolist())
+        return have
 
     def _first_pending(self, cache) -> int | None:
         """The oldest pending entry that is eligible now; ineligible ones go back to ``skipped``

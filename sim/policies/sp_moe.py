@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.policies.base import Placement, Signals
-from sim.policies.common import OffloadPolicy, fetch_all_where, requested
+from sim.policies.common import OffloadPolicy, fetch_all_where
 from sim.policies.prefetch_queue import PrefetchQueue
 from sim.policies.recency import LRUOrder
 
@@ -75,11 +75,7 @@ class SPMoE(OffloadPolicy):
         self.protect = pred > 0
         cut = self.cutoff(pred, cache)
         self._cutoffs.append(cut)
-        for layer in range(cut):
-            want = requested(pred[layer])
-            for e in want[np.lexsort((want, -pred[layer][want]))]:
-                if not cache.present(layer, int(e)):
-                    self.queue.push(layer, int(e), (layer, -int(pred[layer, e])))
+        self.queue.push_many(_queue_order(pred[:cut], cache.resident[:cut] | cache.inflight[:cut]))
 
     def on_layer_start(self, layer: int, cache) -> None:
         self.current = layer
@@ -108,3 +104,13 @@ class SPMoE(OffloadPolicy):
     def metrics(self) -> dict[str, float]:
         mean = float(np.mean(self._cutoffs)) if self._cutoffs else float("nan")
         return {**super().metrics(), "mean_cutoff_layer": mean}
+
+
+def _queue_order(pred: np.ndarray, present: np.ndarray) -> list[tuple[int, int, tuple[int, int]]]:
+    """``(layer, expert, key)`` of every predicted, absent expert of ``pred``'s layers, in push
+    order: layer by layer, most predicted first (ties: expert id); the key is ``(layer, -count)``."""
+    layers, experts = ((pred > 0) & ~present).nonzero()
+    count = pred[layers, experts]
+    order = np.lexsort((experts, -count, layers))
+    return [(l, e, (l, -int(c))) for l, e, c in
+            zip(layers[order].tolist(), experts[order].tolist(), count[order].tolist())]

@@ -6,7 +6,6 @@ expert ``(l, e)`` is used at position ``s * L + l`` when ``future_counts[s, l, e
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 
 import numpy as np
 
@@ -14,46 +13,65 @@ NEVER = 1 << 62  # next use of an expert that is not used again
 
 
 class NextUse:
-    """Per-expert sorted use steps, and the requested experts of every position."""
+    """Per (step, layer, expert) the next step it is used, and the requested experts of every
+    position, both built at once from the whole future."""
 
     def __init__(self, future_counts: np.ndarray):
         fc = np.asarray(future_counts)
         self.S, self.L, self.E = fc.shape
         self.end = self.S * self.L
-        s_idx, l_idx, e_idx = np.nonzero(fc)
-        order = np.lexsort((s_idx, e_idx, l_idx))
-        s_idx, l_idx, e_idx = s_idx[order], l_idx[order], e_idx[order]
-        keys = l_idx * self.E + e_idx
-        bounds = np.flatnonzero(np.diff(keys)) + 1
-        self._steps: dict[int, list[int]] = {
-            int(k[0]): s.tolist() for k, s in zip(np.split(keys, bounds), np.split(s_idx, bounds)) if len(k)}
-        self._counts = fc
-        self._uses: dict[int, list[int]] = {}
+        self._next = _next_steps(fc != 0)
+        self._uses = _uses_by_position(fc)
 
     def next_use(self, layer: int, expert: int, pos: int) -> int:
         """First position >= ``pos`` where ``(layer, expert)`` is used, or :data:`NEVER`."""
-        steps = self._steps.get(layer * self.E + expert)
-        if not steps:
-            return NEVER
         first_step = -((layer - pos) // self.L)   # ceil((pos - layer) / L)
-        i = bisect_left(steps, first_step)
-        return steps[i] * self.L + layer if i < len(steps) else NEVER
+        if first_step >= self.S:
+            return NEVER
+        s = self._next.item(first_step, layer, expert)
+        return s * self.L + layer if s < self.S else NEVER
+
+    def next_uses(self, layer: int, experts: list[int], pos: int) -> list[int]:
+        """:meth:`next_use` of several experts of ``layer``."""
+        first_step = -((layer - pos) // self.L)
+        if first_step >= self.S:
+            return [NEVER] * len(experts)
+        S, L = self.S, self.L
+        return [s * L + layer if s < S else NEVER for s in self._next[first_step, layer, experts].tolist()]
 
     def uses_at(self, pos: int) -> list[int]:
         """Experts requested at position ``pos``, most tokens first (ties: expert id). The list is
         kept (shared by later calls for the same position): do not modify it."""
-        uses = self._uses.get(pos)
-        if uses is None:
-            s, l = divmod(pos, self.L)
-            row = self._counts[s, l]
-            req = np.flatnonzero(row > 0)
-            uses = self._uses[pos] = [int(e) for e in req[np.lexsort((req, -row[req]))]]
-        return uses
+        return self._uses[pos]
 
     def first_uses(self, n: int) -> list[tuple[int, int]]:
         """The ``n`` experts with the earliest first use (Belady's best initial content)."""
-        firsts = sorted((steps[0] * self.L + k // self.E, k) for k, steps in self._steps.items())
-        return [divmod(k, self.E) for _, k in firsts[:n]]
+        if self.S == 0:
+            return []
+        first = self._next[0]
+        layers, experts = np.nonzero(first < self.S)
+        pos = first[layers, experts].astype(np.int64) * self.L + layers
+        order = np.lexsort((layers * self.E + experts, pos))[:max(0, n)]
+        return list(zip(layers[order].tolist(), experts[order].tolist()))
+
+
+def _next_steps(used: np.ndarray) -> np.ndarray:
+    """``[S, L, E]``: the first step ``>= s`` where ``used[., l, e]``, or ``S`` when none."""
+    S = used.shape[0]
+    dtype = np.int16 if S < np.iinfo(np.int16).max else np.int32
+    steps = np.where(used, np.arange(S, dtype=dtype)[:, None, None], np.array(S, dtype=dtype))
+    return np.minimum.accumulate(steps[::-1], axis=0)[::-1]
+
+
+def _uses_by_position(fc: np.ndarray) -> list[list[int]]:
+    """Per position ``s * L + l``: the experts requested there, most tokens first (ties: id)."""
+    S, L, E = fc.shape
+    flat = fc.reshape(S * L, E)
+    pos, e = np.nonzero(flat > 0)
+    order = np.lexsort((e, -flat[pos, e], pos))
+    ids = e[order].tolist()
+    bounds = np.searchsorted(pos[order], np.arange(S * L + 1)).tolist()
+    return [ids[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 class FarthestHeap:
@@ -73,16 +91,8 @@ class FarthestHeap:
 
     def push_many(self, layer: int, experts: list[int], pos: int) -> None:
         """:meth:`push` for several experts of one layer, in order."""
-        index, heap = self.index, self._heap
-        steps_of, L, base = index._steps, index.L, layer * index.E
-        first_step = -((layer - pos) // L)       # as in NextUse.next_use
-        for e in experts:
-            steps = steps_of.get(base + e)
-            nu = NEVER
-            if steps:
-                i = bisect_left(steps, first_step)
-                if i < len(steps):
-                    nu = steps[i] * L + layer
+        heap = self._heap
+        for e, nu in zip(experts, self.index.next_uses(layer, experts, pos)):
             heapq.heappush(heap, (-nu, layer, e))
 
     def rebuild(self, cache, pos: int) -> None:

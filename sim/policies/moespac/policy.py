@@ -126,16 +126,14 @@ class MoESpAc(Policy):
         return Placement((~cache.resident[layer]).view(np.int8))
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
-        req = counts > 0
-        self.hc.score(layer, req)
         if self._n is None:     # verified tokens of this step (the same at every layer)
             self._n = int(counts.sum()) // self.top_k
         lv = self.est.update(layer, counts, self._n)
-        self.stats.observe(self.est.last_idx)
+        self.hc.score(layer, self.stats.observe(self.est.last_idx))
         present = cache.resident[layer] | cache.inflight[layer]
         tau = self.bal.decide(layer, lv, present, self.g, self.c)
         hot = lv >= tau
-        self.hc.predict(layer, hot, self.bal.n_hot)
+        self.hc.predict(layer, tau, self.bal.n_hot)
         self.tree.unpin(layer)
         self.levels[layer] = lvl = lv.tolist()
         self.tree.set_layer(layer, lvl if self.release == "level" else self.zeros, cache.resident[layer])

@@ -73,6 +73,9 @@ def drive(pol, cache, counts, xfers=2, check=None):
                 pol.on_transfer_done(*item, cache)
                 log.append(("land", item))
             cache.check()
+            # the tree indexes exactly the resident experts (the policy reads residency from it)
+            assert np.array_equal(pol.tree.score >= 0, cache.resident)
+            assert np.array_equal(pol.tree.key >= 0, cache.resident)
     return log
 
 

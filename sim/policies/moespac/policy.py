@@ -151,7 +151,7 @@ class MoESpAc(Policy):
 
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
-        got = self._pick(cache, None, cache.n_used)
+        got = self._pick(cache, cache.n_used)
         if got is None:
             return None
         l, e, v = got
@@ -159,21 +159,23 @@ class MoESpAc(Policy):
             self._planned = got
         return l, e
 
-    def _pick(self, cache, changed: dict | None, n_used: int):
+    def _pick(self, cache, n_used: int):
         """The queue's next expert that needs a copy and the victim that makes room (None: a slot
         is free), or None when the queue has none or nothing may go (the entry is put back).
-        ``changed`` maps (layer, expert) to its residency where a planned run changed it since
-        ``cache`` was written; ``n_used`` is the slots in use then."""
-        tree, queue = self.tree, self.queue
-        resident, inflight = cache.resident, cache.inflight
+        ``n_used`` is the slots in use. Residency is read from the tree, where an expert is
+        exactly while resident (a landing enters it, a named victim leaves it), so a planned
+        run's own landings and victims are seen before the cache applies them; a run starts no
+        copy but its last, so the cache's in-flight flags stay valid throughout."""
+        tree, queue, rows = self.tree, self.queue, self.tree.rows
+        inflight, min_pop = cache.inflight, self.min_pop
         while True:
-            popped = queue.pop(self.min_pop)
+            popped = queue.pop(min_pop)
             if popped is None:
                 return None
             l, e, lv = popped
-            r = changed.get((l, e)) if changed else None
-            if r if r is not None else resident.item(l, e):
-                if lv > tree.rows[l][e]:
+            s = rows[l][e]
+            if s >= 0:                  # resident: no copy; a higher level raises its score
+                if lv > s:
                     tree.set(l, e, lv)
                     self.n_rescored += 1
                 continue
@@ -181,7 +183,8 @@ class MoESpAc(Policy):
                 continue
             if n_used < cache.n_slots:
                 return l, e, None
-            v = self._find_victim(cache)
+            b = self.bal
+            v = tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)
             if v is None:
                 queue.push_front(l, e, lv)
                 self.n_waits += 1
@@ -189,11 +192,12 @@ class MoESpAc(Policy):
             return l, e, v
 
     def plan_prefetches(self, cache, n_land: int):
-        """:meth:`next_transfer`, :meth:`victim` and :meth:`on_transfer_done` of a whole run, with
-        the run's own evictions and landings seen through an overlay of the cache."""
-        changed, picks, n_used = {}, [], cache.n_used
+        """:meth:`next_transfer`, :meth:`victim` and :meth:`on_transfer_done` of a whole run; the
+        run's own landings and victims are seen through the tree (:meth:`_pick`)."""
+        picks, n_used, pick = [], cache.n_used, self._pick
+        tree, levels = self.tree, self.levels
         while len(picks) <= n_land:
-            got = self._pick(cache, changed, n_used)
+            got = pick(cache, n_used)
             if got is None:
                 break
             l, e, v = got
@@ -201,12 +205,11 @@ class MoESpAc(Policy):
                 n_used += 1
             else:
                 self._planned = None        # found and consumed at once, as victim() would
-                self._evicted(v)
-                changed[v] = False
+                tree.remove(v[0], v[1])     # _evicted
+                self.n_victims += 1
             picks.append(got)
             if len(picks) <= n_land:
-                changed[(l, e)] = True
-                self.on_transfer_done(l, e, cache)
+                tree.insert(l, e, levels[l][e])     # on_transfer_done
         return picks
 
     def _find_victim(self, cache):

@@ -151,27 +151,36 @@ class MoESpAc(Policy):
 
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
-        got = self._pick(cache, cache.n_used)
-        if got is None:
+        picks = self._picks(cache, 0, False)
+        if not picks:
             return None
-        l, e, v = got
-        if v is not None:
+        got = picks[0]
+        if got[2] is not None:
             self._planned = got
-        return l, e
+        return got[0], got[1]
 
-    def _pick(self, cache, n_used: int):
-        """The queue's next expert that needs a copy and the victim that makes room (None: a slot
-        is free), or None when the queue has none or nothing may go (the entry is put back).
-        ``n_used`` is the slots in use. Residency is read from the tree, where an expert is
-        exactly while resident (a landing enters it, a named victim leaves it), so a planned
-        run's own landings and victims are seen before the cache applies them; a run starts no
-        copy but its last, so the cache's in-flight flags stay valid throughout."""
-        tree, queue, rows = self.tree, self.queue, self.tree.rows
-        inflight, min_pop = cache.inflight, self.min_pop
-        while True:
-            popped = queue.pop(min_pop)
+    def plan_prefetches(self, cache, n_land: int):
+        """:meth:`next_transfer`, :meth:`victim` and :meth:`on_transfer_done` of a whole run."""
+        return self._picks(cache, n_land, True)
+
+    def _picks(self, cache, n_land: int, planned: bool) -> list:
+        """The queue's next experts that need a copy, each with the victim that makes room (None:
+        a slot is free): up to ``n_land + 1``, the first ``n_land`` landed (:meth:`on_transfer_done`)
+        as they are picked; fewer when the queue runs dry or nothing may go (the entry is put back).
+        ``planned``: each victim is consumed at once (:meth:`_evicted`), as :meth:`victim` would.
+
+        Residency is read from the tree, where an expert is exactly while resident (a landing
+        enters it, a named victim leaves it), so a planned run's own landings and victims are seen
+        before the cache applies them; a run starts no copy but its last, so the cache's
+        in-flight flags stay valid throughout."""
+        tree, queue, levels, bal = self.tree, self.queue, self.levels, self.bal
+        rows, pop, min_pop, victim = tree.rows, queue.pop, self.min_pop, tree.victim
+        inflight, pinned, n_slots, n_used = cache.inflight, cache.pinned, cache.n_slots, cache.n_used
+        picks = []
+        while len(picks) <= n_land:
+            popped = pop(min_pop)
             if popped is None:
-                return None
+                break
             l, e, lv = popped
             s = rows[l][e]
             if s >= 0:                  # resident: no copy; a higher level raises its score
@@ -181,33 +190,19 @@ class MoESpAc(Policy):
                 continue
             if inflight.item(l, e):
                 continue
-            if n_used < cache.n_slots:
-                return l, e, None
-            b = self.bal
-            v = tree.victim(b.tau, b.tau_lo, b.tau_hi, self.current, cache.pinned)
-            if v is None:
-                queue.push_front(l, e, lv)
-                self.n_waits += 1
-                return None
-            return l, e, v
-
-    def plan_prefetches(self, cache, n_land: int):
-        """:meth:`next_transfer`, :meth:`victim` and :meth:`on_transfer_done` of a whole run; the
-        run's own landings and victims are seen through the tree (:meth:`_pick`)."""
-        picks, n_used, pick = [], cache.n_used, self._pick
-        tree, levels = self.tree, self.levels
-        while len(picks) <= n_land:
-            got = pick(cache, n_used)
-            if got is None:
-                break
-            l, e, v = got
-            if v is None:
+            if n_used < n_slots:
+                v = None
                 n_used += 1
             else:
-                self._planned = None        # found and consumed at once, as victim() would
-                tree.remove(v[0], v[1])     # _evicted
-                self.n_victims += 1
-            picks.append(got)
+                v = victim(bal.tau, bal.tau_lo, bal.tau_hi, self.current, pinned)
+                if v is None:
+                    queue.push_front(l, e, lv)
+                    self.n_waits += 1
+                    break
+                if planned:
+                    self._planned = None
+                    self._evicted(v)
+            picks.append((l, e, v))
             if len(picks) <= n_land:
                 tree.insert(l, e, levels[l][e])     # on_transfer_done
         return picks

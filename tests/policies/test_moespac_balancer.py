@@ -1,4 +1,6 @@
 """MoE-SpAc's Heterogeneous Workload Balancer: the O(K) search against brute force, capacities."""
+import math
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,67 @@ def test_static_tau_records_but_does_not_search():
     bal = Balancer(n_layers=1, n_slots=1, K=5, costs=costs(), static_tau=1)
     assert bal.decide(0, np.array([5, 4, 0]), np.zeros(3, bool), [0.0] * 6, [1.0] * 6) == 1
     assert bal.n_hot == 2
+
+
+def walk_every_level(n_at: list, miss_at: list, g: list, c: list, cap: float, budget: float) -> tuple:
+    """:func:`choose_tau` as first written: every level walked, the empty top ones included."""
+    K = len(n_at) - 1
+    t_cpu_all = 0.0
+    for s in range(K + 1):
+        t_cpu_all += n_at[s] * c[s]
+    best = (K + 1, 0.0, t_cpu_all, 0, 0, 0)
+    best_f = t_cpu_all
+    spare = max(0.0, budget)
+    hot = present = got = 0          # |H(tau)|, present in H(tau), experts placed so far
+    lvl, used = K, 0                 # fill pointer: level being filled, experts taken from it
+    t_gpu = placed_c = 0.0
+    for tau in range(K, 0, -1):
+        n = n_at[tau]
+        hot += n
+        present += n - miss_at[tau]
+        lim = present + spare
+        if cap < lim:
+            lim = cap
+        x = hot if lim >= hot else max(0, math.floor(lim))
+        if x == hot and got + n == hot:      # nothing truncated so far: take level tau whole
+            t_gpu += n * g[tau]
+            placed_c += n * c[tau]
+            got, lvl, used = hot, tau - 1, 0
+        else:
+            while got < x:           # fill top-down (x <= hot, so lvl stays >= tau)
+                room = n_at[lvl] - used
+                if room <= 0:
+                    lvl, used = lvl - 1, 0
+                    continue
+                take = room if room < x - got else x - got
+                t_gpu += take * g[lvl]
+                placed_c += take * c[lvl]
+                got += take
+                used += take
+        t_cpu = t_cpu_all - placed_c
+        if t_cpu < 0.0:
+            t_cpu = 0.0
+        f = t_gpu if t_gpu > t_cpu else t_cpu
+        if f < best_f:
+            need = x - present
+            best = (tau, t_gpu, t_cpu, hot, x, (need if need < hot - present else hot - present)
+                    if need > 0 else 0)
+            best_f = f
+        elif f > best_f:
+            break
+    return best
+
+
+
+def test_skipping_empty_top_levels_is_bit_identical():
+    """choose_tau skips the empty top levels; the walk over every level must give the very same
+    tuple (floats to the bit), non-finite level costs included."""
+    rng = np.random.default_rng(7)
+    for _ in range(4000):
+        K, levels, present, g, c, cap, budget = random_instance(rng)
+        levels = np.minimum(levels, rng.integers(0, K + 1))      # often several empty top levels
+        if rng.random() < 0.1:
+            (g if rng.random() < 0.5 else c)[rng.integers(0, K + 1)] = rng.choice([np.inf, np.nan])
+        n_at, miss_at = per_level(levels, present, K)
+        args = (n_at, miss_at, g.tolist(), c.tolist(), cap, budget)
+        assert repr(choose_tau(*args)) == repr(walk_every_level(*args))

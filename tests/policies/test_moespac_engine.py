@@ -52,6 +52,58 @@ def test_queue_compacts_stale_entries():
     assert q.size <= 8 and q.live() == []
 
 
+class PlainQueue:
+    """Reference: every pop scans the levels from K down; stale entries are dropped as met."""
+
+    def __init__(self, n_layers, K):
+        self.K, self.levels, self.gen, self.stale = K, [[] for _ in range(K + 1)], [0] * n_layers, 0
+
+    def push(self, layer, experts, levels):
+        for e, s in zip(experts, levels):
+            self.levels[s].append((layer, e, self.gen[layer]))
+
+    def pop(self, min_level):
+        for level in range(self.K, max(1, min_level) - 1, -1):
+            q = self.levels[level]
+            while q:
+                layer, e, g = q.pop(0)
+                if g == self.gen[layer]:
+                    return layer, e, level
+                self.stale += 1
+        return None
+
+
+def test_queue_equals_a_plain_scan_under_random_operations():
+    rng = np.random.default_rng(17)
+    for _ in range(40):
+        L, E, K = int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        q, ref, last = PrefetchQueue(L, E, K), PlainQueue(L, K), None
+        q.limit = 10 ** 9                  # no compaction here (it counts stale entries early)
+        for _ in range(300):
+            op = rng.random()
+            if op < 0.35:
+                layer, n = int(rng.integers(L)), int(rng.integers(0, E + 1))
+                experts = rng.permutation(E)[:n].tolist()
+                levels = rng.integers(1, K + 1, n).tolist()
+                q.push_levels(layer, experts, levels)
+                ref.push(layer, experts, levels)
+            elif op < 0.45:
+                layer = int(rng.integers(L))
+                q.drop_layer(layer)
+                ref.gen[layer] += 1
+            elif op < 0.55 and last is not None:
+                q.push_front(*last)
+                ref.levels[last[2]].insert(0, (last[0], last[1], ref.gen[last[0]]))
+                last = None
+            else:
+                lo = int(rng.integers(1, K + 1)) if rng.random() < 0.3 else 1
+                last = q.pop(lo)
+                assert last == ref.pop(lo)
+            assert q.stale_dropped == ref.stale
+            assert q.live() == [(l, e, lv) for lv in range(K, 0, -1) for (l, e, g) in ref.levels[lv]
+                                if g == ref.gen[l]]
+
+
 # --- eviction tree -------------------------------------------------------------------------------
 def hand_tree(order):
     """L=3 layers x E=4 experts, K=5: scores chosen to exercise every rule."""

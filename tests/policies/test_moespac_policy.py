@@ -73,6 +73,9 @@ def drive(pol, cache, counts, xfers=2, check=None):
                 pol.on_transfer_done(*item, cache)
                 log.append(("land", item))
             cache.check()
+            # the tree indexes exactly the resident experts (the policy reads residency from it)
+            assert np.array_equal(pol.tree.score >= 0, cache.resident)
+            assert np.array_equal(pol.tree.key >= 0, cache.resident)
     return log
 
 
@@ -197,6 +200,42 @@ def test_hot_cold_precision_and_recall():
     # pass 2: predicted {0,1,2}, asked {1,2,3}: 2 of 3; pass 3: predicted {1,2,3}, asked {1}
     assert m["hot_precision"] == pytest.approx(3 / 6) and m["hot_recall"] == pytest.approx(3 / 4)
     assert m["hot_precision_by_layer"] == [pytest.approx(0.5)]
+
+
+@pytest.mark.parametrize("name", ["moespac", "moespac_static", "moespac_no_estimator"])
+def test_hot_cold_tallies_equal_a_brute_force_count(name):
+    """The tracker's tallies (from the pass histogram) against masks counted expert by expert: the
+    standing prediction of a layer is its levels >= its tau after its last pass."""
+    rng = np.random.default_rng(3)
+    L, E, slots, gamma, top_k = 3, 16, 12, 8, 2
+    counts = window_counts(rng, 25, L, E, gamma + 1, top_k)
+    pol, cache = make(name, L, E, slots, gamma=gamma, top_k=top_k)
+    pred, tp, n_pred, n_req = [None] * L, [0] * L, [0] * L, [0] * L
+    for s in range(counts.shape[0]):
+        pol.on_step_start(s, Signals(), cache)
+        for l in range(L):
+            c = counts[s, l]
+            pol.on_layer_start(l, cache)
+            pol.on_layer_end(l, c, cache)
+            if pred[l] is not None:
+                tp[l] += int((pred[l] & (c > 0)).sum())
+                n_pred[l] += int(pred[l].sum())
+                n_req[l] += int((c > 0).sum())
+            pred[l] = pol.est.rows[l] >= pol.bal.tau[l]
+            for _ in range(2):          # some copies, so that residency (and tau) moves
+                item = pol.next_transfer(cache)
+                if item is None:
+                    break
+                if cache.n_free <= 0:
+                    v = pol.victim(*item, cache, False)
+                    if v is None:
+                        break
+                    cache.evict(*v)
+                cache.begin(*item)
+                cache.land(*item)
+                pol.on_transfer_done(*item, cache)
+    assert (pol.hc.tp, pol.hc.n_pred, pol.hc.n_req) == (tp, n_pred, n_req)
+    assert sum(tp) > 0 and sum(n_pred) > sum(tp)
 
 
 @pytest.mark.parametrize("name", PRESETS)

@@ -61,10 +61,13 @@ def choose_tau(n_at: list, miss_at: list, g: list, c: list, cap: float, budget: 
     best = (K + 1, 0.0, t_cpu_all, 0, 0, 0)
     best_f = t_cpu_all
     spare = max(0.0, budget)
+    top = K         # empty top levels change nothing (0 * g adds 0.0 when g is finite): skip them
+    while top and not n_at[top] and 0 * g[top] == 0.0 and 0 * c[top] == 0.0:
+        top -= 1
     hot = present = got = 0          # |H(tau)|, present in H(tau), experts placed so far
-    lvl, used = K, 0                 # fill pointer: level being filled, experts taken from it
+    lvl, used = top, 0               # fill pointer: level being filled, experts taken from it
     t_gpu = placed_c = 0.0
-    for tau in range(K, 0, -1):
+    for tau in range(top, 0, -1):
         n = n_at[tau]
         hot += n
         present += n - miss_at[tau]

@@ -7,31 +7,35 @@ MMLU-Pro, layer 47; a third-party figure). Per layer and overall, summed over pa
 """
 from __future__ import annotations
 
-import numpy as np
-
 
 class HotColdTracker:
-    """Accumulates true positives, predictions and requests per layer."""
+    """Accumulates true positives, predictions and requests per layer.
+
+    A prediction is kept as its threshold and size: the pass's histogram of (predicted level,
+    count) pairs (:meth:`~sim.policies.moespac.level_stats.LevelStats.observe`) already tells,
+    per predicted level, how many experts the pass did not request, which is all it takes."""
 
     def __init__(self, n_layers: int, n_experts: int):
-        self.pred = [np.zeros(n_experts, dtype=bool)] * n_layers
+        self.E = n_experts
+        self.tau = [0] * n_layers           # threshold of each layer's standing prediction
         self.has_pred = [False] * n_layers
         self.pending = [0] * n_layers       # size of each layer's standing prediction
         self.tp = [0] * n_layers
         self.n_pred = [0] * n_layers
         self.n_req = [0] * n_layers
 
-    def score(self, layer: int, requested: np.ndarray) -> None:
-        """The pass of ``layer`` happened: compare its requests with the standing prediction."""
+    def score(self, layer: int, unrequested: list) -> None:
+        """The pass of ``layer`` happened: ``unrequested[s]`` of the experts predicted at level
+        ``s`` got no token; compare with the standing prediction (levels >= its tau)."""
         if self.has_pred[layer]:
-            self.tp[layer] += np.count_nonzero(self.pred[layer] & requested)
+            self.tp[layer] += self.pending[layer] - sum(unrequested[self.tau[layer]:])
             self.n_pred[layer] += self.pending[layer]
-            self.n_req[layer] += np.count_nonzero(requested)
+            self.n_req[layer] += self.E - sum(unrequested)
 
-    def predict(self, layer: int, hot: np.ndarray, n_hot: int) -> None:
-        """Record the hot set (``n_hot`` experts) predicted for ``layer``'s next pass (kept, not
-        copied: the caller hands over a fresh array)."""
-        self.pred[layer] = hot
+    def predict(self, layer: int, tau: int, n_hot: int) -> None:
+        """Record the hot set predicted for ``layer``'s next pass: the ``n_hot`` experts whose
+        level is at least ``tau``."""
+        self.tau[layer] = tau
         self.pending[layer] = n_hot
         self.has_pred[layer] = True
 

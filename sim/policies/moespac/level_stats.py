@@ -37,9 +37,12 @@ class LevelStats:
         self.grid = np.arange(len(gpu_table), dtype=float)
         self.gpu_table, self.cpu_table = np.asarray(gpu_table, float), np.asarray(cpu_table, float)
 
-    def observe(self, idx: np.ndarray) -> None:
-        """Score one pass: ``idx[e] = predicted level * W + count`` (from the estimator)."""
-        self.flat += np.bincount(idx, minlength=self.size)
+    def observe(self, idx: np.ndarray) -> list:
+        """Score one pass: ``idx[e] = predicted level * W + count`` (from the estimator). Returns,
+        per predicted level, the experts the pass did not request (count 0)."""
+        b = np.bincount(idx, minlength=self.size)
+        self.flat += b
+        return b[::self.W].tolist()
 
     def decay_step(self, passes: int) -> None:
         """Age the histogram by ``passes`` layer passes (applied once per step, not per pass)."""

@@ -126,16 +126,14 @@ class MoESpAc(Policy):
         return Placement((~cache.resident[layer]).view(np.int8))
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
-        req = counts > 0
-        self.hc.score(layer, req)
         if self._n is None:     # verified tokens of this step (the same at every layer)
             self._n = int(counts.sum()) // self.top_k
         lv = self.est.update(layer, counts, self._n)
-        self.stats.observe(self.est.last_idx)
+        self.hc.score(layer, self.stats.observe(self.est.last_idx))
         present = cache.resident[layer] | cache.inflight[layer]
         tau = self.bal.decide(layer, lv, present, self.g, self.c)
         hot = lv >= tau
-        self.hc.predict(layer, hot, self.bal.n_hot)
+        self.hc.predict(layer, tau, self.bal.n_hot)
         self.tree.unpin(layer)
         self.levels[layer] = lvl = lv.tolist()
         self.tree.set_layer(layer, lvl if self.release == "level" else self.zeros, cache.resident[layer])
@@ -153,62 +151,60 @@ class MoESpAc(Policy):
 
     # --- the link -----------------------------------------------------------------------------
     def next_transfer(self, cache):
-        got = self._pick(cache, None, cache.n_used)
-        if got is None:
+        picks = self._picks(cache, 0, False)
+        if not picks:
             return None
-        l, e, v = got
-        if v is not None:
+        got = picks[0]
+        if got[2] is not None:
             self._planned = got
-        return l, e
+        return got[0], got[1]
 
-    def _pick(self, cache, changed: dict | None, n_used: int):
-        """The queue's next expert that needs a copy and the victim that makes room (None: a slot
-        is free), or None when the queue has none or nothing may go (the entry is put back).
-        ``changed`` maps (layer, expert) to its residency where a planned run changed it since
-        ``cache`` was written; ``n_used`` is the slots in use then."""
-        tree, queue = self.tree, self.queue
-        resident, inflight = cache.resident, cache.inflight
-        while True:
-            popped = queue.pop(self.min_pop)
+    def plan_prefetches(self, cache, n_land: int):
+        """:meth:`next_transfer`, :meth:`victim` and :meth:`on_transfer_done` of a whole run."""
+        return self._picks(cache, n_land, True)
+
+    def _picks(self, cache, n_land: int, planned: bool) -> list:
+        """The queue's next experts that need a copy, each with the victim that makes room (None:
+        a slot is free): up to ``n_land + 1``, the first ``n_land`` landed (:meth:`on_transfer_done`)
+        as they are picked; fewer when the queue runs dry or nothing may go (the entry is put back).
+        ``planned``: each victim is consumed at once (:meth:`_evicted`), as :meth:`victim` would.
+
+        Residency is read from the tree, where an expert is exactly while resident (a landing
+        enters it, a named victim leaves it), so a planned run's own landings and victims are seen
+        before the cache applies them; a run starts no copy but its last, so the cache's
+        in-flight flags stay valid throughout."""
+        tree, queue, levels, bal = self.tree, self.queue, self.levels, self.bal
+        rows, pop, min_pop, victim = tree.rows, queue.pop, self.min_pop, tree.victim
+        inflight, pinned, n_slots, n_used = cache.inflight, cache.pinned, cache.n_slots, cache.n_used
+        picks = []
+        while len(picks) <= n_land:
+            popped = pop(min_pop)
             if popped is None:
-                return None
+                break
             l, e, lv = popped
-            r = changed.get((l, e)) if changed else None
-            if r if r is not None else resident.item(l, e):
-                if lv > tree.rows[l][e]:
+            s = rows[l][e]
+            if s >= 0:                  # resident: no copy; a higher level raises its score
+                if lv > s:
                     tree.set(l, e, lv)
                     self.n_rescored += 1
                 continue
             if inflight.item(l, e):
                 continue
-            if n_used < cache.n_slots:
-                return l, e, None
-            v = self._find_victim(cache)
-            if v is None:
-                queue.push_front(l, e, lv)
-                self.n_waits += 1
-                return None
-            return l, e, v
-
-    def plan_prefetches(self, cache, n_land: int):
-        """:meth:`next_transfer`, :meth:`victim` and :meth:`on_transfer_done` of a whole run, with
-        the run's own evictions and landings seen through an overlay of the cache."""
-        changed, picks, n_used = {}, [], cache.n_used
-        while len(picks) <= n_land:
-            got = self._pick(cache, changed, n_used)
-            if got is None:
-                break
-            l, e, v = got
-            if v is None:
+            if n_used < n_slots:
+                v = None
                 n_used += 1
             else:
-                self._planned = None        # found and consumed at once, as victim() would
-                self._evicted(v)
-                changed[v] = False
-            picks.append(got)
+                v = victim(bal.tau, bal.tau_lo, bal.tau_hi, self.current, pinned)
+                if v is None:
+                    queue.push_front(l, e, lv)
+                    self.n_waits += 1
+                    break
+                if planned:
+                    self._planned = None
+                    self._evicted(v)
+            picks.append((l, e, v))
             if len(picks) <= n_land:
-                changed[(l, e)] = True
-                self.on_transfer_done(l, e, cache)
+                tree.insert(l, e, levels[l][e])     # on_transfer_done
         return picks
 
     def _find_victim(self, cache):

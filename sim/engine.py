@@ -61,9 +61,9 @@ class Engine:
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
         self.warm = warm
-        self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
-                         coalesce=coalesce)
         self.may_prefetch = policy.prefetches()
+        self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
+                         coalesce=coalesce, prefetches=self.may_prefetch)
 
     # --- running ------------------------------------------------------------------------------
     def run(self):
@@ -156,8 +156,8 @@ class Engine:
         plan = self.core.place(layer, counts, signals, self.req[s][layer], self.nreq[s][layer])
         waits = plan.waits
         if waits:
-            landing = link.landing
-            jobs = [self._start(w.copy) if w.copy is not None else landing[w.key] for w in waits]
+            landing, job_of = link.landing.get, link.job_of
+            jobs = [self._start(w.copy) if w.copy is not None else landing(w.key) or job_of(w.key) for w in waits]
             lands, wait_gpu = [j.land_at for j in jobs], [w.gpu_s for w in waits]
         else:
             jobs = lands = wait_gpu = ()

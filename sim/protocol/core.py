@@ -163,18 +163,18 @@ class ProtocolCore:
         FETCH experts (resident ones computed now, in-flight ones awaited, absent ones wanted, in
         request order) then the absent ``extra`` ones, reserved together (:meth:`reserve_many`)."""
         cache, c = self.cache, self.c
-        if (where == STREAM).any():
+        if np.count_nonzero(where == STREAM):    # (count_nonzero: faster than any() on small arrays)
             raise ValueError(f"policy {self.policy.name!r}: a bulk placement cannot STREAM")
         fetch = where == FETCH
         ef, nf = req[fetch], n[fetch]
         res_row, fly_row = cache.resident[layer], cache.inflight[layer]
         res, fly = res_row[ef], fly_row[ef]
         g = self.gpu_tab[nf]
-        if res.any():                           # computed now: the same sums as one by one
+        if np.count_nonzero(res):               # computed now: the same sums as one by one
             plan.gpu.extend(ef[res].tolist())
             for x in g[res].tolist():
                 plan.gpu_s += x
-        if fly.any():
+        if np.count_nonzero(fly):
             plan.waits.extend(Wait((layer, e), None, (e,), x) for e, x in zip(ef[fly].tolist(), g[fly].tolist()))
         absent = ~(res | fly)
         want = ef[absent]
@@ -183,7 +183,7 @@ class ProtocolCore:
         ex = np.asarray(extra, dtype=np.int64)
         if ex.size:
             fly = fly_row[ex]
-            if fly.any():
+            if np.count_nonzero(fly):
                 plan.waits.extend(Wait((layer, e), None, (), 0.0) for e in dict.fromkeys(ex[fly].tolist()))
             rest = ex[~fly & ~res_row[ex]]
             if gpu_of and rest.size:            # not twice: a routed expert is wanted already
@@ -244,7 +244,9 @@ class ProtocolCore:
         victims = np.asarray(named, dtype=np.int64).reshape(-1, 2) if len(named) else ()
         if len(victims):
             vl, ve = victims[:, 0], victims[:, 1]
-            if len(set((vl * cache.n_experts + ve).tolist())) != len(victims):
+            seen = np.zeros(cache.n_layers * cache.n_experts, dtype=bool)
+            seen[vl * cache.n_experts + ve] = True
+            if np.count_nonzero(seen) != len(victims):
                 raise CacheError(f"policy {self.policy.name!r} named the same victim twice")
             cache.evict_many(vl, ve)
             self.prefetched.evicted(vl, ve)

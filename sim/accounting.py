@@ -79,7 +79,8 @@ def tally_requests(c: Counters, cache, tracker: PrefetchTracker, layer: int, req
     res = cache.resident[layer][req]
     c.requests += req.size
     c.hits += int(np.count_nonzero(res))
-    c.prefetch_useful += tracker.used(layer, req[res])
+    if tracker.bits[layer]:              # no unused prefetch of this layer: none can be used now
+        c.prefetch_useful += tracker.used(layer, req[res])
     codes = _CODES.get(where.dtype)
     if codes is None:
         codes = _CODES[where.dtype] = (where.dtype.type(GPU), where.dtype.type(CPU))

@@ -24,7 +24,7 @@ from sim.cost_model import CostModel, dram_cpu_time
 from sim.expert_cache import ExpertCache
 from sim.link import Link, LinkJob, job_label, timeout_at
 from sim.policies.base import Policy, PolicyContext
-from sim.protocol import Copy, ProtocolCore, layer_end_delay
+from sim.protocol import ProtocolCore, layer_end_delay
 from sim.signals import LazySignals
 from traces.windows import Schedule
 
@@ -61,9 +61,9 @@ class Engine:
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
         self.warm = warm
-        self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
-                         coalesce=coalesce)
         self.may_prefetch = policy.prefetches()
+        self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
+                         coalesce=coalesce, prefetches=self.may_prefetch)
 
     # --- running ------------------------------------------------------------------------------
     def run(self):
@@ -156,8 +156,7 @@ class Engine:
         plan = self.core.place(layer, counts, signals, self.req[s][layer], self.nreq[s][layer])
         waits = plan.waits
         if waits:
-            landing = link.landing
-            jobs = [self._start(w.copy) if w.copy is not None else landing[w.key] for w in waits]
+            jobs = link.submit_waits(waits, self.cost.bulk_transfer_s)
             lands, wait_gpu = [j.land_at for j in jobs], [w.gpu_s for w in waits]
         else:
             jobs = lands = wait_gpu = ()
@@ -212,10 +211,6 @@ class Engine:
             if left <= 1e-12:
                 return now - t1, now
         return now + left / k - t1, now
-
-    def _start(self, copy: Copy) -> LinkJob:
-        n = len(copy.experts)
-        return self.link.submit(copy, self.transfer_s if n == 1 else self.cost.bulk_transfer_s(n))
 
     def _drain(self):
         """Blocking prefetch (policies with ``overlap = False``): move every queued expert now.

@@ -62,7 +62,7 @@ class ExpertCache:
     def begin_many(self, layer: int, experts) -> None:
         """Reserve free slots for several experts of one layer at once (a block copy)."""
         experts = np.asarray(experts, dtype=np.int64)
-        if (self.resident[layer, experts] | self.inflight[layer, experts]).any():
+        if np.count_nonzero(self.resident[layer, experts] | self.inflight[layer, experts]):  # (faster than any())
             raise CacheError(f"some of layer {layer}'s experts {experts.tolist()} are already present")
         if self.n_used + experts.size > self.n_slots:
             raise CacheError("not enough free slots: evict first")
@@ -72,7 +72,7 @@ class ExpertCache:
     def land_many(self, layer: int, experts) -> None:
         """Several transfers of one layer finished together."""
         experts = np.asarray(experts, dtype=np.int64)
-        if not self.inflight[layer, experts].all():
+        if np.count_nonzero(self.inflight[layer, experts]) != experts.size:
             raise CacheError(f"some of layer {layer}'s experts {experts.tolist()} were not in flight")
         self.inflight[layer, experts] = False
         self.resident[layer, experts] = True
@@ -104,9 +104,9 @@ class ExpertCache:
     def evict_many(self, layers, experts) -> None:
         """Free the slots of several resident, unpinned experts at once."""
         layers, experts = np.asarray(layers, dtype=np.int64), np.asarray(experts, dtype=np.int64)
-        if not self.resident[layers, experts].all():
+        if np.count_nonzero(self.resident[layers, experts]) != layers.size:
             raise CacheError("cannot evict: some experts are not resident")
-        if self.pinned[layers].any():
+        if np.count_nonzero(self.pinned[layers]):
             raise CacheError("cannot evict: a pinned layer's expert was named")
         self.resident[layers, experts] = False
         self.n_used -= layers.size

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from itertools import repeat
 
 import simpy
 
@@ -68,14 +67,18 @@ class Link:
     ``core`` is the run's :class:`sim.protocol.ProtocolCore` (prefetch choice and landing);
     ``transfer_s`` one expert's copy time; ``on_landed(job)`` is told after each landing.
     ``coalesce=False`` gives every copy its own SimPy timeout (the reference the tests compare
-    the coalesced runs with)."""
+    the coalesced runs with). ``prefetches=False`` (a policy that never prefetches:
+    :meth:`sim.policies.base.Policy.prefetches`) lets the idle link sleep until a demand copy
+    comes, without asking the core for prefetches it would never get."""
 
-    def __init__(self, env: simpy.Environment, core, transfer_s: float, on_landed=None, coalesce: bool = True):
+    def __init__(self, env: simpy.Environment, core, transfer_s: float, on_landed=None, coalesce: bool = True,
+                 prefetches: bool = True):
         self.env, self.core, self.transfer_s = env, core, transfer_s
         self.on_landed = on_landed
         self.demand: deque[LinkJob] = deque()
         self.busy_s = 0.0
-        self.landing: dict[tuple[int, int], LinkJob] = {}
+        self.landing: dict[tuple[int, int], LinkJob] = {}     # single copies in flight, by (layer, expert)
+        self.blocks: dict[int, list[LinkJob]] = {}            # block copies in flight, by layer
         self._idle: simpy.Event | None = None
         self.prefetch_enabled = True
         self.busy_until = 0.0   # end of the job on the link (in the past when idle)
@@ -85,6 +88,7 @@ class Link:
         self._started = None    # (job, landing, timeout) that settle() started for the sleeping process
         self.coalesced = 0      # copies landed without a SimPy event
         self.coalesce = coalesce
+        self.prefetches = prefetches
         env.process(self._run())
 
     def wake(self) -> None:
@@ -96,7 +100,7 @@ class Link:
         if idle is not None and not idle.triggered:
             if self.demand or not self.coalesce:
                 idle.succeed()
-            else:
+            elif self.prefetches:
                 self._woken = True
 
     def settle(self, horizon: float | None = None) -> None:
@@ -138,6 +142,35 @@ class Link:
         self.wake()
         return job
 
+    def submit_waits(self, waits, block_s) -> list[LinkJob]:
+        """The jobs of a layer's waits (:class:`sim.protocol.Wait`), in order: a new copy is queued
+        as :meth:`submit` queues it (the same landing times: each after the last), an awaited
+        copy already in flight is found (:meth:`job_of`). A copy's duration is ``transfer_s``, or
+        ``block_s(n)`` for a block of ``n`` experts. One wake-up for all (the first would do it)."""
+        jobs, landing, demand = [], self.landing, self.demand
+        tail = None
+        for w in waits:
+            copy = w.copy
+            if copy is None:
+                jobs.append(landing.get(w.key) or self.job_of(w.key))
+                continue
+            n = len(copy.experts)
+            duration = self.transfer_s if n == 1 else block_s(n)
+            if tail is None:
+                tail = max(self.env.now, self.busy_until, self.demand_tail)
+            tail = tail + duration
+            job = LinkJob(copy, duration, land_at=tail)
+            demand.append(job)
+            if n == 1 and copy.kind != STREAM_COPY:
+                landing[copy.layer, copy.experts[0]] = job
+            else:
+                self._register(job)
+            jobs.append(job)
+        if tail is not None:
+            self.demand_tail = tail
+            self.wake()
+        return jobs
+
     def busy_to(self, t: float) -> float:
         """Busy seconds of the link from its start up to ``t`` (now, or later within the job on the
         link): the landed jobs' durations plus the running job's part before ``t``. Coalesced copies
@@ -166,15 +199,28 @@ class Link:
                 job.waiter.succeed()
         return job.waiter
 
+    def job_of(self, key: tuple[int, int]) -> LinkJob:
+        """The job in flight that moves expert ``key = (layer, expert)`` (a single copy, or a
+        block copy of that layer naming it); KeyError if none does."""
+        job = self.landing.get(key)
+        if job is not None:
+            return job
+        layer, expert = key
+        for job in self.blocks.get(layer, ()):
+            if expert in job.copy.experts:
+                return job
+        raise KeyError(key)
+
     def _register(self, job: LinkJob) -> None:
+        """Index a queued copy's job for :meth:`job_of` (a block under its layer, not per expert)."""
         copy = job.copy
         experts = copy.experts
         if copy.kind == STREAM_COPY:
             return
         if len(experts) == 1:
             self.landing[copy.layer, experts[0]] = job
-        else:                             # a block copy's experts in one C-level update
-            self.landing.update(zip(zip(repeat(copy.layer), experts), repeat(job)))
+        else:
+            self.blocks.setdefault(copy.layer, []).append(job)
 
     def _run(self):
         env, core = self.env, self.core
@@ -193,7 +239,7 @@ class Link:
                 job = self.demand.popleft()
             else:
                 copy = None
-                if self.prefetch_enabled:
+                if self.prefetch_enabled and self.prefetches:
                     if self.coalesce:
                         copy, now = self._prefetch_run(now)
                     else:
@@ -258,7 +304,10 @@ class Link:
             if len(experts) == 1:
                 del self.landing[copy.layer, experts[0]]
             else:
-                deque(map(self.landing.pop, zip(repeat(copy.layer), experts)), maxlen=0)
+                jobs = self.blocks[copy.layer]
+                jobs.remove(job)
+                if not jobs:
+                    del self.blocks[copy.layer]
         if abs(now - job.land_at) > 1e-9 * max(1.0, now):
             raise RuntimeError(f"link: job L{copy.layer}{copy.experts} landed at {now}, expected {job.land_at}")
         job.end, job.done = now, True

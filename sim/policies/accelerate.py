@@ -51,11 +51,11 @@ class AccelerateOffload(OffloadPolicy):
         where = fetch_all_where(cache, layer, counts)
         req = counts > 0
         resident = cache.resident[layer]
-        extra: list[int] = []
+        extra = ()
         if layer not in self.static_layers:
             present = resident | cache.inflight[layer]
             room = self.staging - int(np.count_nonzero(present)) - int(np.count_nonzero(req & ~present))
-            extra = (~(present | req)).nonzero()[0][: max(0, room)].tolist()
+            extra = (~(present | req)).nonzero()[0][: max(0, room)]     # ids, as an array
             self.lru.touch(layer, resident.nonzero()[0])
         return Placement(where, extra_fetch=extra, bulk=True)
 

@@ -90,16 +90,16 @@ class Placement:
 
     ``where[e]`` is one of GPU/CPU/FETCH/STREAM for every expert with ``counts[e] > 0`` (entries of
     unrequested experts are ignored). ``extra_fetch`` lists experts of this layer to fetch as demand
-    although no token requested them (whole-layer offload, as Accelerate does). ``bulk=True`` moves
-    all of this layer's demand fetches (FETCH and ``extra_fetch``) as one copy: one latency, then
-    all the bytes, landing together (a whole module copied at once, as Accelerate's offload hook
-    does). Otherwise each demand fetch is its own transfer and the GPU computes each fetched expert
+    although no token requested them (whole-layer offload, as Accelerate does; a list or an int
+    array). ``bulk=True`` moves all of this layer's demand fetches (FETCH and ``extra_fetch``) as
+    one copy: one latency, then all the bytes, landing together (a whole module copied at once, as
+    Accelerate's offload hook does). Otherwise each demand fetch is its own transfer and the GPU computes each fetched expert
     as soon as it lands. STREAM copies the expert into a staging buffer over the link (no cache
     slot) and the GPU computes it once landed.
     """
 
     where: np.ndarray
-    extra_fetch: list[int] = field(default_factory=list)
+    extra_fetch: list[int] | np.ndarray = field(default_factory=list)
     bulk: bool = False
 
 

@@ -68,16 +68,13 @@ class MixtralOffload(OffloadPolicy):
         return Placement(where)
 
     def _speculate(self, nxt: int, pred: np.ndarray, cache) -> None:
-        guess = requested(pred)
-        guess = guess[np.lexsort((guess, -pred[guess]))][: self.n_prefetch].tolist()
-        res, fly = cache.resident[nxt], cache.inflight[nxt]
-        cached = []
-        for rank, e in enumerate(guess):
-            if res[e]:
-                cached.append(e)
-            elif not fly[e]:
-                self.queue.push(nxt, e, rank)
-        self.lru.touch_each(nxt, cached)      # the cached guesses are used, in guess order
+        guess = requested(pred)       # ascending: a stable sort by count breaks ties by id
+        guess = guess[np.argsort(-pred[guess], kind="stable")][: self.n_prefetch]
+        res = cache.resident[nxt][guess]
+        absent = np.flatnonzero(~(res | cache.inflight[nxt][guess]))
+        for rank, e in zip(absent.tolist(), guess[absent].tolist()):
+            self.queue.push(nxt, e, rank)
+        self.lru.touch_each(nxt, guess[res].tolist())      # the cached guesses are used, in guess order
 
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))

@@ -14,6 +14,9 @@ from typing import Callable
 import numpy as np
 
 
+_NEVER = np.iinfo(np.int64).max   # a donor key that is never chosen
+
+
 def even_quotas(n_layers: int, n_experts: int, n_slots: int) -> np.ndarray:
     """``n_slots`` split evenly over layers (the first ``n_slots % n_layers`` layers get one more),
     capped at ``n_experts`` per layer."""
@@ -47,6 +50,7 @@ class QuotaVictims:
         behind[behind == 0] = n
         self._scale = n + 1
         self._base = self.quota[None, :] * self._scale + behind      # [current layer, layer]
+        self._quota = self.quota.tolist()                             # as ints, for the own-layer test
 
     def victim(self, layer: int, cache, current_layer: int,
                pick: Callable[[int], tuple[int, int] | None]) -> tuple[int, int] | None:
@@ -55,14 +59,14 @@ class QuotaVictims:
         ``pick(l)`` returns the layer's own eviction candidate (already eligible: resident,
         unpinned) or None. The layer evicts from itself when it is at or over quota and not
         pinned; otherwise a donor layer gives a slot (see the module docstring)."""
-        if not cache.pinned[layer]:
+        if not cache.pinned.item(layer):
             own_usage = np.count_nonzero(cache.resident[layer]) + np.count_nonzero(cache.inflight[layer])
-            if own_usage >= self.quota[layer]:
+            if own_usage >= self._quota[layer]:
                 own = pick(layer)
                 if own is not None:
                     return own
         key = self._base[current_layer] - layer_usage(cache) * self._scale
-        never = np.iinfo(np.int64).max
+        never = _NEVER
         key[cache.pinned] = never
         key[layer] = never
         while True:

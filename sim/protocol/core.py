@@ -159,34 +159,48 @@ class ProtocolCore:
         plan.cpu_s += float(self.cpu_tab[k])
 
     def _apply_bulk(self, layer: int, req, n, where, extra, plan: LayerPlan) -> None:
-        """All of a layer's demand fetches as one block copy (``Placement.bulk``)."""
+        """All of a layer's demand fetches as one block copy (``Placement.bulk``): the routed
+        FETCH experts (resident ones computed now, in-flight ones awaited, absent ones wanted, in
+        request order) then the absent ``extra`` ones, reserved together (:meth:`reserve_many`)."""
         cache, c = self.cache, self.c
-        if (where == STREAM).any():
+        if np.count_nonzero(where == STREAM):    # (count_nonzero: faster than any() on small arrays)
             raise ValueError(f"policy {self.policy.name!r}: a bulk placement cannot STREAM")
         fetch = where == FETCH
-        want, gpu_of = [], {}
-        nf = n[fetch]
-        ef = req[fetch].tolist()
-        for e, k, g in zip(ef, nf.tolist(), self.gpu_tab[nf].tolist()):
-            if not self._present(layer, e, g, plan):
-                want.append(e)
-                gpu_of[e] = (g, k)
-        c.gpu_execs += len(ef)
+        ef, nf = req[fetch], n[fetch]
+        res_row, fly_row = cache.resident[layer], cache.inflight[layer]
+        res, fly = res_row[ef], fly_row[ef]
+        g = self.gpu_tab[nf]
+        if np.count_nonzero(res):               # computed now: the same sums as one by one
+            plan.gpu.extend(ef[res].tolist())
+            for x in g[res].tolist():
+                plan.gpu_s += x
+        if np.count_nonzero(fly):
+            plan.waits.extend(Wait((layer, e), None, (e,), x) for e, x in zip(ef[fly].tolist(), g[fly].tolist()))
+        absent = ~(res | fly)
+        want = ef[absent]
+        gpu_of = dict(zip(want.tolist(), zip(g[absent].tolist(), nf[absent].tolist())))
+        c.gpu_execs += ef.size
         ex = np.asarray(extra, dtype=np.int64)
         if ex.size:
-            fly = cache.inflight[layer, ex]
-            plan.waits.extend(Wait((layer, e), None, (), 0.0) for e in dict.fromkeys(ex[fly].tolist()))
-            rest = ex[~fly & ~cache.resident[layer, ex]]
-            if gpu_of:                          # not twice: a routed expert is wanted already
+            fly = fly_row[ex]
+            if np.count_nonzero(fly):
+                plan.waits.extend(Wait((layer, e), None, (), 0.0) for e in dict.fromkeys(ex[fly].tolist()))
+            rest = ex[~fly & ~res_row[ex]]
+            if gpu_of and rest.size:            # not twice: a routed expert is wanted already
                 mark = np.zeros(cache.n_experts, dtype=bool)
-                mark[list(gpu_of)] = True
+                mark[want] = True
                 rest = rest[~mark[rest]]
-            want.extend(rest.tolist())
+            want = np.concatenate((want, rest)) if want.size else rest
+        if not want.size:
+            return
         granted = self.reserve_many(layer, want)
-        for e in want[len(granted):]:
-            if e in gpu_of:  # a routed expert that found no slot runs on the CPU
-                c.gpu_execs -= 1
-                self._fallback(e, gpu_of[e][1], plan)
+        if isinstance(granted, np.ndarray):
+            granted = granted.tolist()
+        if len(granted) < want.size:
+            for e in want[len(granted):].tolist():
+                if e in gpu_of:  # a routed expert that found no slot runs on the CPU
+                    c.gpu_execs -= 1
+                    self._fallback(e, gpu_of[e][1], plan)
         if granted:
             computed = tuple(filter(gpu_of.__contains__, granted))
             plan.waits.append(Wait((layer, granted[0]), Copy(layer, tuple(granted), DEMAND), computed,
@@ -215,19 +229,24 @@ class ProtocolCore:
             self.slots.taken(layer, expert)
 
     def reserve_many(self, layer: int, experts: list) -> list:
-        """Reserve slots for a block copy, in order; returns the experts that got one.
+        """Reserve slots for a block copy, in order; returns the experts that got one (a prefix of
+        ``experts``, a list or an int array: the same kind, except a list when the policy is asked
+        one victim at a time).
 
         The policy's :meth:`~sim.policies.base.Policy.victims` names all victims at once; when it
         returns None the policy is asked one victim at a time, as for single transfers."""
         cache = self.cache
         short = len(experts) - cache.n_free
-        named = self.policy.victims(layer, short, cache) if short > 0 else []
+        named = self.policy.victims(layer, short, cache) if short > 0 else ()
         if named is None:
-            return [e for e in experts if self.reserve(layer, e, demand=True)]
-        victims = np.asarray(named, dtype=np.int64).reshape(-1, 2)
+            ids = experts.tolist() if isinstance(experts, np.ndarray) else experts
+            return [e for e in ids if self.reserve(layer, e, demand=True)]
+        victims = np.asarray(named, dtype=np.int64).reshape(-1, 2) if len(named) else ()
         if len(victims):
             vl, ve = victims[:, 0], victims[:, 1]
-            if len(set((vl * cache.n_experts + ve).tolist())) != len(victims):
+            seen = np.zeros(cache.n_layers * cache.n_experts, dtype=bool)
+            seen[vl * cache.n_experts + ve] = True
+            if np.count_nonzero(seen) != len(victims):
                 raise CacheError(f"policy {self.policy.name!r} named the same victim twice")
             cache.evict_many(vl, ve)
             self.prefetched.evicted(vl, ve)
@@ -236,10 +255,10 @@ class ProtocolCore:
                 for l, e in victims.tolist():
                     self.slots.released(l, e)
         granted = experts[:max(0, min(len(experts), cache.n_free))]
-        if granted:
+        if len(granted):
             cache.begin_many(layer, granted)
             if self._observed:
-                for e in granted:
+                for e in (granted.tolist() if isinstance(granted, np.ndarray) else granted):
                     self.slots.taken(layer, e)
         return granted
 
@@ -371,9 +390,10 @@ class ProtocolCore:
         if kind == STREAM_COPY:
             c.streams += 1
         elif len(copy.experts) > 1:
-            cache.land_many(layer, list(copy.experts))
-            c.demand_fetches += len(copy.experts)
-            self.policy.on_transfers_done(layer, list(copy.experts), cache)
+            experts = list(copy.experts)
+            cache.land_many(layer, experts)
+            c.demand_fetches += len(experts)
+            self.policy.on_transfers_done(layer, experts, cache)
         else:
             expert = copy.experts[0]
             cache.land(layer, expert)

@@ -135,39 +135,33 @@ class Link:
 
         Demand jobs run back to back, first after the job now on the link (no preemption), so
         the landing time is known when asked."""
+        job = self._enqueue(copy, duration)
+        self.wake()
+        return job
+
+    def _enqueue(self, copy: Copy, duration: float) -> LinkJob:
+        """:meth:`submit` without the wake-up: the job queued behind the demand tail, indexed."""
         self.demand_tail = max(self.env.now, self.busy_until, self.demand_tail) + duration
         job = LinkJob(copy, duration, land_at=self.demand_tail)
         self.demand.append(job)
         self._register(job)
-        self.wake()
         return job
 
     def submit_waits(self, waits, block_s) -> list[LinkJob]:
         """The jobs of a layer's waits (:class:`sim.protocol.Wait`), in order: a new copy is queued
-        as :meth:`submit` queues it (the same landing times: each after the last), an awaited
-        copy already in flight is found (:meth:`job_of`). A copy's duration is ``transfer_s``, or
-        ``block_s(n)`` for a block of ``n`` experts. One wake-up for all (the first would do it)."""
-        jobs, landing, demand = [], self.landing, self.demand
-        tail = None
+        as :meth:`submit` queues it (each after the last), an awaited copy already in flight is
+        found (:meth:`job_of`). A copy's duration is ``transfer_s``, or ``block_s(n)`` for a block
+        of ``n`` experts. One wake-up for all (the first would do it)."""
+        jobs, queued = [], False
         for w in waits:
             copy = w.copy
             if copy is None:
-                jobs.append(landing.get(w.key) or self.job_of(w.key))
+                jobs.append(self.job_of(w.key))
                 continue
             n = len(copy.experts)
-            duration = self.transfer_s if n == 1 else block_s(n)
-            if tail is None:
-                tail = max(self.env.now, self.busy_until, self.demand_tail)
-            tail = tail + duration
-            job = LinkJob(copy, duration, land_at=tail)
-            demand.append(job)
-            if n == 1 and copy.kind != STREAM_COPY:
-                landing[copy.layer, copy.experts[0]] = job
-            else:
-                self._register(job)
-            jobs.append(job)
-        if tail is not None:
-            self.demand_tail = tail
+            jobs.append(self._enqueue(copy, self.transfer_s if n == 1 else block_s(n)))
+            queued = True
+        if queued:
             self.wake()
         return jobs
 

@@ -173,9 +173,9 @@ class MoESpAc(Policy):
         enters it, a named victim leaves it), so a planned run's own landings and victims are seen
         before the cache applies them; a run starts no copy but its last, so the cache's
         in-flight flags stay valid throughout."""
-        tree, queue, levels, bal = self.tree, self.queue, self.levels, self.bal
-        rows, pop, min_pop, victim = tree.rows, queue.pop, self.min_pop, tree.victim
-        inflight, pinned, n_slots, n_used = cache.inflight, cache.pinned, cache.n_slots, cache.n_used
+        tree, queue = self.tree, self.queue
+        rows, pop, min_pop = tree.rows, queue.pop, self.min_pop
+        inflight, n_slots, n_used = cache.inflight, cache.n_slots, cache.n_used
         picks = []
         while len(picks) <= n_land:
             popped = pop(min_pop)
@@ -194,7 +194,7 @@ class MoESpAc(Policy):
                 v = None
                 n_used += 1
             else:
-                v = victim(bal.tau, bal.tau_lo, bal.tau_hi, self.current, pinned)
+                v = self._find_victim(cache)
                 if v is None:
                     queue.push_front(l, e, lv)
                     self.n_waits += 1
@@ -204,7 +204,7 @@ class MoESpAc(Policy):
                     self._evicted(v)
             picks.append((l, e, v))
             if len(picks) <= n_land:
-                tree.insert(l, e, levels[l][e])     # on_transfer_done
+                self.on_transfer_done(l, e, cache)
         return picks
 
     def _find_victim(self, cache):

@@ -29,14 +29,22 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 
 
+def run_args(policy: str, tokens: int) -> dict:
+    """``run_one`` arguments of the benchmarked run (Qwen3-30B-A3B, gsm8k, gamma 8, ``tokens``
+    generated), with its synthetic trace built beforehand (synthesis is benchmarked elsewhere)."""
+    from sim.runner import synthetic_trace
+
+    synthetic_trace("qwen3_30b_a3b", "gsm8k", tokens + 9, 0)
+    return dict(policy=policy, workload="gsm8k", gen_tokens=tokens, gamma=8)
+
+
 def measure(policy: str, tokens: int, repeat: int) -> dict:
     """Best-of-``repeat`` wall time of one run of ``policy``, its event count and simulated time."""
     import simpy
 
-    from sim.runner import run_one, synthetic_trace
+    from sim.runner import run_one
 
-    synthetic_trace("qwen3_30b_a3b", "gsm8k", tokens + 9, 0)    # synthesis is benchmarked elsewhere
-    args = dict(policy=policy, workload="gsm8k", gen_tokens=tokens, gamma=8)
+    args = run_args(policy, tokens)
     walls, cpus = [], []
     for _ in range(repeat):
         t, c = time.perf_counter(), time.process_time()

@@ -1,7 +1,7 @@
 """Where a simulated run's CPU time goes, by layer of the simulator, and what removing a layer could gain.
 
 For every policy (or ``--policy``), one SD run of Qwen3-30B-A3B (48 layers, gamma 8, gsm8k,
-``--tokens`` generated tokens; the trace built beforehand, as in bench_sim.py) runs under cProfile.
+``--tokens`` generated tokens: bench_sim.py's run, its trace built beforehand) runs under cProfile.
 Each function's own time goes to the layer its file belongs to:
 
 - ``policy``: sim/policies (the decision objects);
@@ -33,6 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_sim import run_args  # noqa: E402  (the benchmarked run, one definition)
 
 LAYERS = ("policy", "protocol", "engine", "simpy", "setup")
 PROTOCOL_FILES = ("sim/accounting.py", "sim/expert_cache.py", "sim/signals.py")
@@ -102,10 +105,9 @@ def attribute(stats: dict, layer=layer_of) -> dict[str, float]:
 
 def profile_run(policy: str, tokens: int) -> tuple[dict[str, float], float]:
     """Per-layer seconds of one profiled run of ``policy`` and the same run's unprofiled CPU time."""
-    from sim.runner import run_one, synthetic_trace
+    from sim.runner import run_one
 
-    synthetic_trace("qwen3_30b_a3b", "gsm8k", tokens + 9, 0)
-    args = dict(policy=policy, workload="gsm8k", gen_tokens=tokens, gamma=8)
+    args = run_args(policy, tokens)
     run_one(**args)                                     # warm every memo the run shares
     t = time.process_time()
     run_one(**args)

@@ -1,6 +1,6 @@
 """Reading result files and choosing the rows each table or figure uses.
 
-Everything here works on the result-row result-row schema (``sim.results.REQUIRED`` plus the
+Everything here works on the result-row result-row schema (``sim.run.results.REQUIRED`` plus the
 optional columns the report uses when present).
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.names import MOESPAC, canonical
-from sim.identity import IDENTITY_COLUMNS
-from sim.results import REQUIRED, read_results
+from sim.run.identity import IDENTITY_COLUMNS
+from sim.run.results import REQUIRED, read_results
 
 SETTING = ("model", "hardware", "cache_ratio", "gen_tokens")   # shown in the note
 HIDDEN_SETTING = ("model_spec", "hardware_spec", "gen_tokens_asked", "prompt_tokens", "context", "seed",

@@ -2,7 +2,7 @@
 
 The report reads only ``results.parquet`` files. The timeline figure reads ``timeline.json`` files
 below the results when there are some for both policies, or else re-simulates a few steps with
-:func:`sim.runner.run_one` (``timeline=auto``); the report says which.
+:func:`sim.run.runner.run_one` (``timeline=auto``); the report says which.
 """
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def _timeline(results, main: pd.DataFrame, out: Path, mode: str, workload: str, 
             events = simulate_events(policies, setting, workload)
         except (KeyError, ValueError) as exc:
             return [f"- **timeline**: skipped (re-simulation failed: {exc})."]
-        how = (f"re-simulated by sim.runner.run_one(timeline=True) on {workload}, "
+        how = (f"re-simulated by sim.run.runner.run_one(timeline=True) on {workload}, "
                + ", ".join(f"{k}={v}" for k, v in setting.items()))
     if len(events) < 2:
         return ["- **timeline**: skipped (no timeline.json for both moespac and llamacpp_sd below the results; "

@@ -27,7 +27,7 @@ MEAN = "mean"
 
 def check_format(fmt: str) -> None:
     """One-line error for the ``format`` key."""
-    from sim.config import ConfigError
+    from sim.machine.specs import ConfigError
 
     if fmt not in FORMATS:
         raise ConfigError(f"format: {fmt!r} is not one of {', '.join(FORMATS)}")

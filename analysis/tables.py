@@ -144,7 +144,7 @@ def by_layer(rows: pd.DataFrame, column: str = "hot_precision_by_layer") -> pd.S
 
 def real_vs_sim(df: pd.DataFrame) -> pd.DataFrame:
     """Measured (``source=real``) TPS next to the simulated TPS of the same run key, with diff%."""
-    from sim.results import KEY
+    from sim.run.results import KEY
 
     real, sim = df[df["source"] == "real"], df[df["source"] == "sim"]
     if real.empty or sim.empty:

@@ -1,9 +1,9 @@
 """The timeline figure: a few decode steps of MoE-SpAc and llama.cpp-w/SD, lane by lane.
 
-Events are ``(lane, label, start_s, end_s)`` on the lanes GPU, CPU and PCIe (sim.engine). They
+Events are ``(lane, label, start_s, end_s)`` on the lanes GPU, CPU and PCIe (sim.engine.decode). They
 come either from ``timeline.json`` files below the results folder (written by
 ``python -m sim run ... timeline=true``, matched to a policy by the ``results.parquet`` beside
-them) or from re-simulating a short run with :func:`sim.runner.run_one` (``timeline=True``) at the
+them) or from re-simulating a short run with :func:`sim.run.runner.run_one` (``timeline=True``) at the
 main table's setting. The report says which.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from matplotlib.patches import Patch
 
 from analysis.names import display_name
 from analysis.style import plt
+from sim.run.spec import RunSpec
 
 LANES = ("GPU", "CPU", "PCIe")
 SKIP_STEPS, SHOW_STEPS = 4, 3
@@ -31,7 +32,7 @@ def _color(lane: str, label: str) -> str:
 
 
 def read_chrome_trace(path: str | Path) -> list:
-    """Events of a Chrome trace written by :func:`sim.timeline.chrome_trace`."""
+    """Events of a Chrome trace written by :func:`sim.engine.timeline.chrome_trace`."""
     data = json.loads(Path(path).read_text())
     names = {e["tid"]: e["args"]["name"] for e in data["traceEvents"] if e.get("ph") == "M"}
     return [(names[e["tid"]], e["name"], e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6)
@@ -54,11 +55,11 @@ def find_timeline_files(results: str | Path, policies) -> dict:
 
 def simulate_events(policies, setting: dict, workload: str, gen_tokens: int = SIM_TOKENS) -> dict:
     """``{policy: events}`` of a short run of each policy at ``setting`` (names from result rows)."""
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
     keys = ("model", "hardware", "draft", "cache_ratio", "gamma", "seed")
     args = {k: setting[k] for k in keys if k in setting}
-    return {p: run_one(policy=p, workload=workload, gen_tokens=gen_tokens, timeline=True, **args).engine.events
+    return {p: run_one(RunSpec.of(policy=p, workload=workload, gen_tokens=gen_tokens, timeline=True, **args)).engine.events
             for p in policies}
 
 

@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from sim.expert_cache import ExpertCache  # noqa: E402
-from sim.cost_table import CostTable  # noqa: E402
+from sim.protocol.expert_cache import ExpertCache  # noqa: E402
+from sim.machine.cost_table import CostTable  # noqa: E402
 from sim.policies.base import PolicyContext, Signals  # noqa: E402
 from sim.policies.moespac import MoESpAc  # noqa: E402
 
@@ -53,7 +53,7 @@ def context() -> PolicyContext:
 
 def run(policy_kwargs: dict, counts: np.ndarray, xfers: int) -> tuple[np.ndarray, np.ndarray]:
     """Microseconds: per layer pass (its hooks), per transfer (the link's policy calls)."""
-    pol, ctx = MoESpAc(**policy_kwargs), context()
+    pol, ctx = MoESpAc.from_params(**policy_kwargs), context()
     cache = ExpertCache(L, E, SLOTS)
     pol.reset(ctx, cache)
     hooks, link = [], []

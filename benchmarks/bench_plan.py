@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from sim.plan.command import best_per_family
+from sim.commands.plan import best_per_family
 from sim.plan.enumerate import enumerate_all
 from sim.plan.evaluate import Setting
 

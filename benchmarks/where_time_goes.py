@@ -5,8 +5,8 @@ For every policy (or ``--policy``), one SD run of Qwen3-30B-A3B (48 layers, gamm
 Each function's own time goes to the layer its file belongs to:
 
 - ``policy``: sim/policies (the decision objects);
-- ``protocol``: sim/protocol, sim/accounting.py, sim/expert_cache.py, sim/signals.py (the clock-free core);
-- ``engine``: sim/engine.py, sim/link.py (the clock-owning executors' Python);
+- ``protocol``: sim/protocol, sim/protocol/accounting.py, sim/protocol/expert_cache.py, sim/protocol/signals.py (the clock-free core);
+- ``engine``: sim/engine/decode.py, sim/engine/link.py (the clock-owning executors' Python);
 - ``simpy``: the SimPy package (event queue, process resumption);
 - ``setup``: everything else of the project (resolve, cost tables, schedule, the result row).
 
@@ -36,10 +36,11 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_sim import run_args  # noqa: E402  (the benchmarked run, one definition)
+from sim.run.spec import RunSpec
 
 LAYERS = ("policy", "protocol", "engine", "simpy", "setup")
-PROTOCOL_FILES = ("sim/accounting.py", "sim/expert_cache.py", "sim/signals.py")
-ENGINE_FILES = ("sim/engine.py", "sim/link.py")
+PROTOCOL_FILES = ("sim/protocol/accounting.py", "sim/protocol/expert_cache.py", "sim/protocol/signals.py")
+ENGINE_FILES = ("sim/engine/decode.py", "sim/engine/link.py")
 
 
 def layer_of(filename: str, root: Path = ROOT) -> str | None:
@@ -105,16 +106,16 @@ def attribute(stats: dict, layer=layer_of) -> dict[str, float]:
 
 def profile_run(policy: str, tokens: int) -> tuple[dict[str, float], float]:
     """Per-layer seconds of one profiled run of ``policy`` and the same run's unprofiled CPU time."""
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
     args = run_args(policy, tokens)
-    run_one(**args)                                     # warm every memo the run shares
+    run_one(RunSpec.of(**args))                                     # warm every memo the run shares
     t = time.process_time()
-    run_one(**args)
+    run_one(RunSpec.of(**args))
     plain = time.process_time() - t
     prof = cProfile.Profile()
     prof.enable()
-    run_one(**args)
+    run_one(RunSpec.of(**args))
     prof.disable()
     return attribute(pstats.Stats(prof).stats), plain
 

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(command: str, opts) -> int:
-    from sim.config import ConfigError
+    from sim.machine.specs import ConfigError
     from traces.errors import TraceError
     try:
         if command == "run":
@@ -56,7 +56,7 @@ def _dispatch(command: str, opts) -> int:
             report = run(opts)
             return 1 if report.mismatches else 0
         if command == "profile":
-            from real.offload.profile import profile
+            from real.offload.profile_yaml import profile
             hw = profile(opts)
             print(f"wrote {opts.out}: hardware '{hw['name']}' ({hw['gpu']}), transfer "
                   f"{hw['tables']['transfer_us']:.1f} us/expert, link {hw['pcie_h2d_gbs']:.1f} GB/s")

@@ -223,3 +223,11 @@ class CaptureModels:
     def eos(self) -> list[int]:
         """End-of-sequence ids of the loaded target (its generation config, else the tokenizer's)."""
         return eos_ids(self.target, self._tokenizer)
+
+
+def normalize_device(name) -> torch.device:
+    """A torch device with its index (``cuda`` becomes ``cuda:<current>``: threads and streams need it)."""
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device

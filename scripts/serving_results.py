@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from tqdm import tqdm
+from sim.run.spec import RunSpec
 
 MACHINES = ("rtx4090_pcie4", "rtx3090_ddr4")
 PROMPTS = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -22,14 +23,14 @@ BATCH_POLICIES = ("llamacpp", "hybrimoe", "moespac")
 
 
 def ttft_rows(prompts, machines) -> list[dict]:
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
     out = []
     for hw in machines:
         for p in tqdm(prompts, desc=f"prefill {hw}"):
             for rule in RULES:
-                r = run_one(policy="llamacpp", hardware=hw, quant="q4_k_m", cache_ratio=0.17, prompt_tokens=p,
-                            context=max(4096, p + 64), gen_tokens=64, prefill=True, prefill_rule=rule).row
+                r = run_one(RunSpec.of(policy="llamacpp", hardware=hw, quant="q4_k_m", cache_ratio=0.17, prompt_tokens=p,
+                            context=max(4096, p + 64), gen_tokens=64, prefill=True, prefill_rule=rule)).row
                 out.append({"hardware": hw, "prompt": p, "rule": rule, **{k: r[k] for k in (
                     "ttft_s", "prefill_tok_s", "e2e_tok_s", "tps", "prefill_copy_share", "prefill_pcie_gb")}})
     return out
@@ -37,8 +38,8 @@ def ttft_rows(prompts, machines) -> list[dict]:
 
 def crossovers(machines, copy: str = "pinned") -> dict:
     """Per machine, the crossover table with llama.cpp's runtime copying from ``copy`` host buffers."""
-    from sim import config
-    from sim.config import load_preset
+    from sim.machine import specs as config
+    from sim.machine.specs import load_preset
     from sim.prefill.crossover import crossover_table
 
     m = config.model("qwen3_30b_a3b", "q4_k_m", None)
@@ -51,12 +52,12 @@ def crossovers(machines, copy: str = "pinned") -> dict:
 
 
 def batch_rows(batches, gen_tokens: int) -> list[dict]:
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
     out = []
     for pol in tqdm(BATCH_POLICIES, desc="batch"):
         for b in batches:
-            r = run_one(policy=pol, batch=b, gen_tokens=gen_tokens, cache_ratio=0.17).row
+            r = run_one(RunSpec.of(policy=pol, batch=b, gen_tokens=gen_tokens, cache_ratio=0.17)).row
             out.append({"policy": pol, "batch": b, **{k: r[k] for k in (
                 "tps", "tps_per_request", "tps_request_min", "hit_rate", "cpu_expert_share", "mean_accepted")}})
     return out
@@ -64,13 +65,13 @@ def batch_rows(batches, gen_tokens: int) -> list[dict]:
 
 def batch_prefill_rows(batches, gen_tokens: int, prompt: int = 4096) -> list[dict]:
     """B concurrent requests with ``prompt``-token prompts prefilled one after another."""
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
     out = []
     for pol in tqdm(BATCH_POLICIES, desc="batch+prefill"):
         for b in batches:
-            r = run_one(policy=pol, batch=b, gen_tokens=gen_tokens, cache_ratio=0.17, prefill=True,
-                        prompt_tokens=prompt, context=prompt + gen_tokens).row
+            r = run_one(RunSpec.of(policy=pol, batch=b, gen_tokens=gen_tokens, cache_ratio=0.17, prefill=True,
+                        prompt_tokens=prompt, context=prompt + gen_tokens)).row
             out.append({"policy": pol, "batch": b, **{k: r[k] for k in (
                 "ttft_s", "ttft_max_s", "prefill_tok_s", "tps", "e2e_tok_s", "prefill_rule")}})
     return out

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sim.policies import policy_names
-from sim.sweep import execute
+from sim.run.sweep import execute
 
 # (machine, model) -> (draft, cache_ratio): the paper's setting (Q8_0 4B draft, 17%); Mixtral with a
 # 0.6B-sized draft at 12% (what fits beside it on 24 GB); the 8 GB laptop with the 0.6B draft at

@@ -2,7 +2,7 @@
 
 Before Hydra composes anything, the command line is checked (:func:`precheck`): unknown top-level
 keys (also ``+key=``) are refused with the nearest valid ones, every value of a key with a rule in
-:mod:`sim.user_input` (each value of a multirun sweep too) is type- and range-checked, and ``out=``
+:mod:`sim.run.user_input` (each value of a multirun sweep too) is type- and range-checked, and ``out=``
 must be creatable. User mistakes print one ``error:`` line and exit with status 2, never a traceback;
 a failed job of a multirun is reported by name and the other jobs still write their results.
 """
@@ -13,8 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-COMMANDS = {"run": "run_command", "sweep": "sweep_command", "plan": "plan_command", "crossover": "crossover_command",
-            "breakeven": "breakeven_command"}
+COMMANDS = {"run": "sim.commands.run:run_command", "sweep": "sim.commands.sweep:sweep_command",
+            "plan": "sim.commands.plan:plan_command", "crossover": "sim.commands.crossover:crossover_command",
+            "breakeven": "sim.commands.breakeven:breakeven_command"}
 PLAIN = ("validate", "calibrate")   # key=value commands without Hydra (sim/fidelity)
 USAGE = """usage: python -m sim {run,sweep,plan,crossover,breakeven,validate,calibrate} [key=value ...] [-m] [hydra/launcher=joblib]
   run    one policy on one workload:  python -m sim run policy=moespac workload=gsm8k cache_ratio=0.17
@@ -59,12 +60,12 @@ def _values(override) -> list:
 
 
 def precheck(command: str, args: list[str]) -> None:
-    """Refuse bad overrides before Hydra runs (raises :class:`sim.user_input.UserInputError`)."""
+    """Refuse bad overrides before Hydra runs (raises :class:`sim.run.user_input.UserInputError`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
     from sim.paths import CONF_DIR
-    from sim.user_input import RULES, UserInputError, check, refuse_unknown
+    from sim.run.user_input import RULES, UserInputError, check, refuse_unknown
     from traces.atomic import OutputPathError, check_writable
 
     overrides = [a for a in args if not a.startswith("-") and "=" in a]   # flags and their values skipped
@@ -72,7 +73,7 @@ def precheck(command: str, args: list[str]) -> None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # Hydra reports its own grammar errors
         return
-    from sim.config import read_yaml
+    from sim.machine.specs import read_yaml
 
     for path in sorted((CONF_DIR / "runtime").glob("*.yaml")):   # the files calibrate rewrites: a broken
         read_yaml(path)                                          # one is one line here, not Hydra's traceback
@@ -105,7 +106,7 @@ def _refuse_unknown_field(key: str, own, parsed) -> None:
     from omegaconf import DictConfig, OmegaConf
 
     from sim.paths import CONF_DIR
-    from sim.user_input import refuse_unknown
+    from sim.run.user_input import refuse_unknown
 
     top, field = key.split(".", 1)
     field = field.split(".")[0]
@@ -137,7 +138,7 @@ def _report_multirun_errors(path: str) -> None:
 
 def main() -> None:
     if len(sys.argv) >= 2 and sys.argv[1] in PLAIN:
-        from sim.fidelity.cli import main as plain
+        from sim.commands.fidelity import main as plain
 
         return plain(sys.argv[1], sys.argv[2:])
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
@@ -147,13 +148,14 @@ def main() -> None:
     flags = [a for a in rest if a in MULTIRUN]
     sys.argv[1:] = flags + [a for a in rest if a not in MULTIRUN]   # -m anywhere, as the usage shows
     if command in ("plan", "crossover"):
-        from sim.plan.command import cli_args
+        from sim.commands.plan import cli_args
         sys.argv[1:] = cli_args(sys.argv[1:])
     sys.argv[0] = f"python -m sim {command}"
     import hydra
 
-    from sim import cli
-    from sim.config import ConfigError
+    import importlib
+
+    from sim.machine.specs import ConfigError
     from sim.paths import CONF_DIR
     from traces.atomic import BusyError
     from traces.errors import TraceError
@@ -163,7 +165,8 @@ def main() -> None:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    task = getattr(cli, COMMANDS[command])
+    module, name = COMMANDS[command].split(":")
+    task = getattr(importlib.import_module(module), name)
     if flags:
         fd, errors = tempfile.mkstemp(prefix="sim-multirun-", suffix=".log")
         os.close(fd)

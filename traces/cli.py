@@ -57,8 +57,8 @@ def parse_args(command: str, argv: list[str]) -> dict:
 
 
 def _checked(command: str, args: dict) -> dict:
-    """Types and ranges of the arguments (the table of :mod:`sim.user_input`), output paths creatable."""
-    from sim.user_input import UserInputError, check, check_all
+    """Types and ranges of the arguments (the table of :mod:`sim.run.user_input`), output paths creatable."""
+    from sim.run.user_input import UserInputError, check, check_all
     from traces.atomic import OutputPathError, check_writable
 
     try:
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(command, rest)
         if command == "capture":
-            from traces.capture import main as capture_main
+            from real.capture import main as capture_main
 
             print(json.dumps(capture_main(args), indent=1))
         else:

@@ -1,7 +1,7 @@
-"""What the policy knows about a live run, built exactly as :func:`sim.runner.run_one` builds it.
+"""What the policy knows about a live run, built exactly as :func:`sim.run.runner.run_one` builds it.
 
 :func:`model_spec` / :func:`draft_spec` describe the loaded models in the simulator's terms
-(``conf/model`` / ``conf/draft`` fields, as plain dicts that :mod:`sim.config` accepts and that a
+(``conf/model`` / ``conf/draft`` fields, as plain dicts that :mod:`sim.machine.specs` accepts and that a
 simulated replay receives unchanged); :func:`policy_context` derives the slots (memory plan), the
 cost table and the optional profile / future exactly like the simulator, so a policy given the
 same trace makes the same decisions on both sides.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim import config
-from sim.memory_plan import plan_memory
+from sim.machine import specs as config
+from sim.machine.memory_plan import plan_memory
 from sim.policies.base import PolicyContext
 from sim.protocol import build_context, policy_cost_model
 

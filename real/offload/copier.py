@@ -1,6 +1,6 @@
 """The copy engine: one worker thread that moves experts host->device, like the PCIe link.
 
-It mirrors :class:`sim.link.Link`: demand transfers (a layer waits for them) are served first, in
+It mirrors :class:`sim.engine.link.Link`: demand transfers (a layer waits for them) are served first, in
 request order; when none waits and prefetching is enabled, the engine asks the executor for the
 policy's next prefetch (the executor calls the policy under its lock); transfers are never
 preempted. With CUDA each copy is issued on a dedicated copy stream after the destination's

@@ -1,7 +1,7 @@
 """The live executor: the simulator's protocol points, slots and transfers on real hardware.
 
-:class:`OffloadExecutor` is to :mod:`real` what :class:`sim.engine.Engine` is to :mod:`sim`: it
-owns time (threads, streams), mutates the :class:`sim.expert_cache.ExpertCache`, and asks the
+:class:`OffloadExecutor` is to :mod:`real` what :class:`sim.engine.decode.Engine` is to :mod:`sim`: it
+owns time (threads, streams), mutates the :class:`sim.protocol.expert_cache.ExpertCache`, and asks the
 policy at the same points in the same order:
 
 * step start (the draft phase begins): ``on_step_start``, wake the copy engine, and with a
@@ -33,8 +33,8 @@ from real.offload.signals import RealSignals
 from real.offload.slots import SlotPool
 from real.offload.timed_policy import TimedPolicy
 from real.offload.transfers import PoolSlots, TransferMixin
-from sim.expert_cache import ExpertCache
-from sim.metrics import Counters
+from sim.protocol.expert_cache import ExpertCache
+from sim.protocol.metrics import Counters
 from sim.protocol import ProtocolCore
 
 
@@ -48,7 +48,7 @@ class OffloadExecutor(TransferMixin):
 
     def __init__(self, host, acts: list, gates: list, device: torch.device, cpu_workers: int = 1,
                  faults: Faults | None = None):
-        from real.offload.models import normalize_device
+        from real.model_loading import normalize_device
         self.host, self.acts, self.gates, self.device = host, acts, gates, normalize_device(device)
         self.cpu = CpuTier(cpu_workers)
         self.faults = faults or Faults()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from real.model_loading import (CaptureModels, is_tiny, load_model, moe_summary, resolve_device,
+from real.model_loading import (CaptureModels, normalize_device, is_tiny, load_model, moe_summary, resolve_device,
                                 resolve_dtype)
 
 
@@ -28,14 +28,6 @@ class LoadedModels:
     eos: list
     vocab: int
     encode: object = None   # text -> ids, for text prompts (None: only tiny:N prompts)
-
-
-def normalize_device(name) -> torch.device:
-    """A torch device with its index (``cuda`` becomes ``cuda:<current>``: threads and streams need it)."""
-    device = torch.device(name)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
 
 
 def load_models(opts) -> LoadedModels:

@@ -39,7 +39,7 @@ class RealPrefill:
 
 def build(policy, opts, hardware: dict, model: dict, draft: dict, prompt_tokens: int) -> RealPrefill:
     """The rule and costs of a live run, from the policy's cost model as the simulator builds it."""
-    from sim import config
+    from sim.machine import specs as config
     from sim.policies.registry import policy_runtime
     from sim.prefill.costs import PrefillCosts
     from sim.prefill.decision import make_rule

@@ -4,7 +4,7 @@ Measured: host->device bandwidth by transfer size (pinned and pageable) and one 
 device and CPU time of one expert versus the tokens routed to it (n = 0..max_tokens, the model's
 expert shape, the exact math of the offloaded layer); the draft's one-token forward; the target's
 per-layer and per-forward overheads without experts; device and host memory bandwidth and matmul
-rate. The YAML holds every :class:`sim.config.HardwareSpec` field plus ``tables`` (``gpu_expert_us``,
+rate. The YAML holds every :class:`sim.machine.specs.HardwareSpec` field plus ``tables`` (``gpu_expert_us``,
 ``cpu_expert_us``, ``transfer_us``: they override the cost model's roofline) and
 ``tables.measured`` (date, machine, torch version, raw measurements). Roofline fields that the
 tables do not cover (``gpu_kernel_us``, ``step_overhead_us``) are fitted so that the cost model's
@@ -148,16 +148,3 @@ def machine_names(device: torch.device) -> tuple[str, str]:
 def stamp() -> str:
     """Local date and time, ISO 8601 with the UTC offset."""
     return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-
-
-def profile(opts) -> dict:
-    """Measure, write ``opts.out`` (atomically) and return the hardware dict."""
-    from pathlib import Path
-
-    from traces.atomic import check_writable
-    from traces.io import atomic_write_bytes
-    from real.offload.profile_yaml import build_yaml
-    check_writable(opts.out, "out")   # before measuring
-    hw, text = build_yaml(measure_all(opts), opts)
-    atomic_write_bytes(Path(opts.out), lambda f: f.write(text.encode()))
-    return hw

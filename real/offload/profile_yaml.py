@@ -1,4 +1,5 @@
-"""The hardware YAML of ``python -m real profile``: fitted roofline fields plus measured tables."""
+"""``python -m real profile`` writes the hardware YAML: fitted roofline fields plus measured tables
+(the measurements: :mod:`real.offload.profile`)."""
 from __future__ import annotations
 
 import platform
@@ -6,7 +7,7 @@ import platform
 import torch
 
 from real.offload import measure as M
-from real.offload.profile import GIB, host_ram_gib, machine_names, stamp
+from real.offload.profile import GIB, host_ram_gib, machine_names, measure_all, stamp
 
 
 def _spec(meas: dict, opts, layer_kernels: int, hw_base: dict, mspec: dict, dspec: dict):
@@ -22,9 +23,9 @@ def _spec(meas: dict, opts, layer_kernels: int, hw_base: dict, mspec: dict, dspe
     """
     import numpy as np
 
-    from sim import config
-    from sim.config import LEGACY_DRAFT_OVERHEAD_FRAC
-    from sim.cost_model import CostModel
+    from sim.machine import specs as config
+    from sim.machine.specs import LEGACY_DRAFT_OVERHEAD_FRAC
+    from sim.machine.cost_model import CostModel
     n = opts.gamma + 1
     hw = dict(hw_base, gpu_kernel_us=1e-9, step_overhead_us=1e-9)
     cost = CostModel(config.hardware(hw), config.model(mspec), config.draft(dspec))
@@ -48,8 +49,8 @@ def build_yaml(meas: dict, opts) -> tuple[dict, str]:
     from omegaconf import OmegaConf
 
     from real.offload.context import draft_spec, model_spec
-    from sim import config
-    from sim.cost_model import CostModel
+    from sim.machine import specs as config
+    from sim.machine.cost_model import CostModel
     device, models = meas["device"], meas["models"]
     gpu, cpu = machine_names(device)
     lat_us, gbs = M.fit_link(meas["sizes"], meas["h2d_pinned_s"])
@@ -112,3 +113,15 @@ def _plain(obj):
     if isinstance(obj, str):
         return str(obj)
     return obj.item() if hasattr(obj, "item") else float(obj)
+
+
+def profile(opts) -> dict:
+    """Measure, write ``opts.out`` (atomically) and return the hardware dict."""
+    from pathlib import Path
+
+    from traces.atomic import check_writable
+    from traces.io import atomic_write_bytes
+    check_writable(opts.out, "out")   # before measuring
+    hw, text = build_yaml(measure_all(opts), opts)
+    atomic_write_bytes(Path(opts.out), lambda f: f.write(text.encode()))
+    return hw

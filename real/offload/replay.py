@@ -1,4 +1,4 @@
-"""Simulated replay of a real run's trace: :func:`sim.runner.run_one` with the run's own specs.
+"""Simulated replay of a real run's trace: :func:`sim.run.runner.run_one` with the run's own specs.
 
 A trace written by ``python -m real run`` carries in its metadata the model, draft and hardware
 specs, cache ratio, gamma, seed and context the real run used, so the simulator rebuilds the same
@@ -9,8 +9,9 @@ replays the recorded verify windows from the real prompt length.
 """
 from __future__ import annotations
 
-from sim import runner
+from sim.run import runner
 from sim.protocol import table_context
+from sim.run.spec import RunSpec
 
 COUNTS = ("requests", "hits", "gpu_execs", "cpu_execs", "demand_fetches", "prefetches", "streams",
           "evictions", "fallbacks", "prefetch_useful", "tokens", "steps")
@@ -31,7 +32,7 @@ def replay(trace, policy: str | None = None, policy_args: dict | None = None, sy
                   prompt_tokens=meta["prompt_tokens"], table_tokens=tctx, context=meta["context"], policy_args=args,
                   workload=meta["workload"], cache_ratio=meta["cache_ratio"],
                   overlap=False if sync else None)
-    return runner.run_one(**kwargs)
+    return runner.run_one(RunSpec.of(**kwargs))
 
 
 def count_differences(real, simulated) -> dict:

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sim.metrics import Counters
+from sim.protocol.metrics import Counters
 
 
 @dataclass
@@ -30,7 +30,7 @@ def load_hardware(name_or_path: str) -> dict:
     """A hardware spec as a dict: a ``conf/hardware`` preset name or a YAML file path."""
     from omegaconf import OmegaConf
 
-    from sim import config
+    from sim.machine import specs as config
     path = Path(name_or_path).expanduser()
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
@@ -44,7 +44,7 @@ def load_hardware(name_or_path: str) -> dict:
 
 def prompt_list(opts, models) -> list[tuple[str, list[int]]]:
     """``(id, token ids)`` per prompt (``tiny:N`` random prompts, a JSONL file or a dataset)."""
-    from traces.capture import CaptureConfig, load_prompts
+    from real.capture import CaptureConfig, load_prompts
     cap = CaptureConfig(target="-", prompts=opts.prompts, out="-", prompt_len=opts.prompt_len,
                         limit=opts.limit, seed=opts.seed, split=opts.split, field=opts.prompt_field)
     return load_prompts(cap, models.vocab, models.encode or _no_text(opts))
@@ -114,7 +114,7 @@ def prepare(opts) -> Prepared:
     from real.offload.copier import Faults
     from real.offload.models import load_models, offload
     from sim.policies import make_policy
-    from sim.user_input import check_all, check_policy_params
+    from sim.run.user_input import check_all, check_policy_params
     check_all(asdict(opts), RANGED)
     load_hardware(opts.hardware)
     check_policy_params(opts.policy, dict(opts.policy_args))
@@ -167,7 +167,7 @@ def _first_difference(a: list, b: list) -> int:
 
 def write(report: RunReport, opts) -> None:
     """results.parquet, one trace per prompt under traces/, and the options as options.json."""
-    from sim.results import RESULTS_FILE, append_rows
+    from sim.run.results import RESULTS_FILE, append_rows
     from traces.io import atomic_write_bytes, save_trace
     out = report.out
     for row, trace in zip(report.rows, report.traces):

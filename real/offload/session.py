@@ -102,7 +102,7 @@ class OffloadSession:
         return row, c, trace, tokens
 
     def _row(self, policy, ctx, gamma, c, trace, decoder, policy_s, wall) -> dict:
-        from sim.config import hardware as hw_spec
+        from sim.machine.specs import hardware as hw_spec
         steps = max(1, c.steps)
         row = {"experiment": self.opts.experiment, "policy": self.opts.policy, "model": self.model_spec["name"],
                "draft": self.draft_spec["name"] if gamma else "none", "hardware": hw_spec(self.hardware).name,

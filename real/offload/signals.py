@@ -1,4 +1,4 @@
-"""Prediction signals of the live executor (the counterpart of :mod:`sim.signals`).
+"""Prediction signals of the live executor (the counterpart of :mod:`sim.protocol.signals`).
 
 * ``next_pred`` (MixtralOffload, Fate): the next MoE layer's router applied to this layer's MoE
   input, the cross-layer guess those systems use; computed only when a policy reads it (the

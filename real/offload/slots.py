@@ -1,7 +1,7 @@
 """The device expert slots: a fixed pool of buffers, which (layer, expert) each holds, and when
 its last reader finishes.
 
-The :class:`sim.expert_cache.ExpertCache` counts slots; this pool owns the physical buffers
+The :class:`sim.protocol.expert_cache.ExpertCache` counts slots; this pool owns the physical buffers
 behind them: ``gate_up [n_slots, 2I, H]`` and ``down [n_slots, H, I]`` on the compute device,
 plus a few staging buffers for experts computed on the device straight from host weights
 (``STREAM``), which use no cache slot. With CUDA, every buffer remembers the event recorded after

@@ -18,7 +18,7 @@ import numpy as np
 from real.offload.replay import count_differences, replay
 from real.offload.run import total
 from sim.policies import make_policy
-from sim.metrics import Counters
+from sim.protocol.metrics import Counters
 
 METRICS = (("Throughput (tok/s)", "tps", 1.0), ("Step mean (ms)", "step_ms_mean", 1.0),
            ("Step P50 (ms)", "step_ms_p50", 1.0), ("Step P90 (ms)", "step_ms_p90", 1.0),
@@ -130,7 +130,7 @@ def validate(opts) -> list[PolicyValidation]:
 
 def write(out: Path, results: list[PolicyValidation], text: str) -> None:
     """summary.txt (the tables), validation.csv (one row per policy and metric), results.parquet."""
-    from sim.results import RESULTS_FILE, append_rows
+    from sim.run.results import RESULTS_FILE, append_rows
     from traces.io import atomic_write_bytes
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "summary.txt", lambda f: f.write((text + "\n").encode()))

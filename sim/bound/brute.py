@@ -12,10 +12,11 @@ import itertools
 
 import numpy as np
 
-from sim.engine import Engine
-from sim.expert_cache import ExpertCache
+from sim.engine.decode import Engine
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies.base import CPU, FETCH, Placement, Policy
 from sim.policies.belady import NEVER, NextUse
+from sim.engine.decode import EngineOptions
 
 
 class ScriptedPolicy(Policy):
@@ -93,7 +94,7 @@ def _run(cost, pol, sched, n_slots, context0) -> float:
                         costs=cost.cost_table(sched.gamma, context0), future_counts=sched.counts)
     cache = ExpertCache(L, E, n_slots)
     pol.reset(ctx, cache)
-    return Engine(cost, pol, cache, sched, ctx, context0=context0).run().decode_s
+    return Engine(cost, pol, cache, sched, ctx, EngineOptions(context0=context0)).run().decode_s
 
 
 __all__ = ["NEVER", "ScriptedPolicy", "brute_force"]

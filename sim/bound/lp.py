@@ -1,7 +1,7 @@
 """The fastest any policy could decode a schedule: a linear-programming relaxation (lower bound on time).
 
 Every policy of this protocol, on a given schedule and machine, pays the same fixed time (draft
-decodes, per-step and per-layer fixed parts: :class:`sim.cost_model.CostModel`, exactly as the
+decodes, per-step and per-layer fixed parts: :class:`sim.machine.cost_model.CostModel`, exactly as the
 engine charges them) plus, at each (step, layer) position ``p``, an expert phase no shorter than
 ``max(GPU work, CPU work)`` (+ the join when the CPU works). What a policy chooses is where each
 requested expert runs and what the slots hold; its options are limited by the slots (``N``) and
@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
-from sim.cost_model import GB, CostModel
+from sim.machine.cost_model import GB, CostModel
 
 N_USE_VARS = 5  # gpu, r, keep, fetch, stream
 

@@ -19,11 +19,11 @@ import re
 
 import numpy as np
 
-from sim.config import ConfigError
+from sim.machine.specs import ConfigError
 from sim.fidelity.points import Point, load_points, point_runtime
 from sim.fidelity.validate import DEFAULT_GEN, predict_all
 from sim.paths import CONF_DIR
-from sim.specs.machine import load_yaml
+from sim.machine.compose import load_yaml
 
 FIT_BEGIN, FIT_END = "# --- fitted by python -m sim calibrate", "# --- end of fit"
 
@@ -161,7 +161,7 @@ def shadow_fitted(text: str, keys) -> str:
 def calibration_order() -> list[str]:
     """Every runtime with a ``calibrate:`` block, each after the runtimes it inherits from (a child's
     fit depends on its parents' fitted values), ties in name order."""
-    from sim.config import read_yaml
+    from sim.machine.specs import read_yaml
 
     files = {p.stem: read_yaml(p) for p in sorted((CONF_DIR / "runtime").glob("*.yaml"))}
     parents = {n: [d for d in (data.get("defaults") or []) if isinstance(d, str) and d in files]

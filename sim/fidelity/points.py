@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from sim.config import ConfigError
+from sim.machine.specs import ConfigError
 
 RUN_KEYS = {"policy", "workload", "model", "draft", "quant", "quant_dense", "gamma", "acceptance", "cache_ratio",
             "slots_per_layer", "vram_budget_gib", "prompt_tokens", "gen_tokens", "context", "seed", "runtime",
@@ -91,8 +91,8 @@ def load_points(path: str | Path) -> PointsFile:
 
 
 def _machine(run: dict) -> dict | str:
-    """The hardware argument of :func:`sim.runner.run_one` from a point's run keys."""
-    from sim.specs.machine import composition, load_yaml
+    """The hardware argument of :func:`sim.run.runner.run_one` from a point's run keys."""
+    from sim.machine.compose import composition, load_yaml
 
     name = run.get("hardware", "rtx4090_pcie4")
     flat = {k[len("hardware."):]: v for k, v in run.items() if k.startswith("hardware.")}
@@ -111,7 +111,7 @@ def _machine(run: dict) -> dict | str:
 
 
 def run_kwargs(run: dict, gen_tokens: int | None = None, runtime_patch: dict | None = None) -> dict:
-    """Keyword arguments of :func:`sim.runner.run_one` for a point's run mapping; ``gen_tokens``
+    """Keyword arguments of :func:`sim.run.runner.run_one` for a point's run mapping; ``gen_tokens``
     caps the generated tokens (validation speed), ``runtime_patch`` sets runtime fields (calibration)."""
     kw = {k: v for k, v in run.items() if k in RUN_KEYS - {"hardware", "gpu", "host", "link", "runtime"}}
     kw["hardware"] = _machine(run)

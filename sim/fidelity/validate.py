@@ -18,17 +18,18 @@ import pandas as pd
 
 from traces.atomic import save_png
 from sim.fidelity.points import Point, PointsFile, load_points, point_runtime, run_kwargs
+from sim.run.spec import RunSpec
 
 DEFAULT_GEN = 64
 
 
 def predict(point: Point, gen_tokens: int = DEFAULT_GEN, runtime_patch: dict | None = None) -> dict:
     """The simulated tok/s of one point (``nan`` with the reason when its run cannot be built)."""
-    from sim.config import ConfigError
-    from sim.runner import run_one
+    from sim.machine.specs import ConfigError
+    from sim.run.runner import run_one
 
     try:
-        row = run_one(**run_kwargs(point.run, gen_tokens, runtime_patch)).row
+        row = run_one(RunSpec.of(**run_kwargs(point.run, gen_tokens, runtime_patch))).row
         return {"predicted_tok_s": float(row["tps"]), "hardware": row["hardware"], "model": row["model"],
                 "runtime": row["runtime"], "failure": ""}
     except (ConfigError, KeyError, ValueError) as exc:

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from sim.memory_plan import MemoryPlan
+from sim.machine.memory_plan import MemoryPlan
 from sim.plan.evaluate import Setting, StaticTable, fits
 from sim.policies import make_policy
-from sim.runner import run_one
+from sim.run.runner import run_one
+from sim.run.spec import RunSpec
 
 MAX_KT_POINTS = 33
 ENGINES = ("llama_cpp", "ktransformers", "dynamic")
@@ -121,12 +122,12 @@ def dynamic(setting: Setting, policies: list[str]) -> list[Candidate]:
         if not fits(plan) or slots == 0:
             continue
         pol = make_policy(name)
-        row = run_one(policy=name, workload=setting.workload, cache_ratio=slots / total, hardware=setting.hardware,
+        row = run_one(RunSpec.of(policy=name, workload=setting.workload, cache_ratio=slots / total, hardware=setting.hardware,
                       model=setting.model, draft=setting.draft if pol.speculative else "none", gamma=setting.gamma,
                       gen_tokens=setting.gen_tokens, seed=setting.seed, trace=setting.trace,
                       acceptance=setting.acceptance, prompt_tokens=setting.prompt_tokens, context=setting.context,
                       runtime=setting.runtime, quant=setting.quant, quant_dense=setting.quant_dense,
-                      vram_budget_gib=setting.vram_budget_gib)
+                      vram_budget_gib=setting.vram_budget_gib))
         res = row.row
         out.append(Candidate("dynamic", name, "slots", res["n_slots"], res["tps"], row.plan, runtime=res["runtime"],
                              gamma=res["gamma"], extra={"hit_rate": res["hit_rate"], "cache_ratio": res["cache_ratio"]}))

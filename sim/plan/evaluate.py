@@ -4,7 +4,7 @@ per engine, reused by every placement.
 A static placement (llama.cpp, kTransformers: a fixed GPU expert mask, nothing moves at decode) has
 no state across layers, so a decode step costs the fixed parts (draft, embeddings and lm_head,
 attention) plus, per MoE layer, ``max(T_gpu, T_cpu) + sync`` (sync only when CPU experts ran) — the
-same recurrence as :class:`sim.engine.Engine` and :mod:`sim.fast_eval`, vectorised over steps and
+same recurrence as :class:`sim.engine.decode.Engine` and :mod:`tests.sim.fast_eval`, vectorised over steps and
 experts. Each layer's seconds depend only on its own mask row, so whole-layer placements
 (``--n-cpu-moe N``, ``-ot`` layer sets) are sums of two per-layer vectors: two evaluations price
 all 2^L of them. The tests check every number here against the SimPy engine.
@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim import config
-from sim.memory_plan import MemoryPlan, plan_memory
+from sim.machine import specs as config
+from sim.machine.memory_plan import MemoryPlan, plan_memory
 from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
 from sim.protocol.context import build_context, policy_cost_model, table_context
-from sim.runner import _profile, routing_shape, schedule, spec, synthetic_trace
+from sim.run.workload import preset_spec, routing_shape, run_profile, schedule, synthetic_trace
 from traces.schema import Trace
 from traces.windows import Schedule
 
@@ -60,7 +60,7 @@ class Setting:
         return self._cache[key]
 
     def draft_spec(self, speculative: bool) -> config.DraftSpec:
-        return spec("draft", self.draft if speculative else "none")
+        return preset_spec("draft", self.draft if speculative else "none")
 
     def gamma_of(self, speculative: bool) -> int:
         return int(self.gamma) if speculative else 0
@@ -196,7 +196,7 @@ class StaticTable:
         m, s = self.setting.spec, self.setting
         pol = make_policy(self.policy, **policy_args)
         ctx = build_context(pol, self.cost, n_slots, self.gamma, table_context(s.prompt_tokens, s.gen_tokens),
-                            seed=s.seed, profile=_profile(pol, m, s.seed, self.setting.trace_for(self.gamma)))
+                            seed=s.seed, profile=run_profile(pol, m, s.seed, self.setting.trace_for(self.gamma)))
         pol.reset(ctx, None)
         mask = np.zeros((m.n_layers, m.n_experts), bool)
         for layer, expert in pol.initial_residency():

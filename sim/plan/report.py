@@ -14,7 +14,7 @@ import io
 import re
 from pathlib import Path
 
-from sim.memory_plan import GIB
+from sim.machine.memory_plan import GIB
 from sim.paths import CONF_DIR
 from sim.plan.enumerate import Candidate
 from sim.plan.evaluate import vram_used

@@ -42,6 +42,8 @@ Parameters:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from sim.policies.base import Placement, Signals
@@ -52,6 +54,26 @@ from sim.policies.split import ExpertTimes, best_split, split_time
 from sim.policies.static_sets import most_popular
 
 
+@dataclass(frozen=True)
+class AdaSpecParams:
+    """AdaSpec's parameters (conf/policy/adaspec.yaml; the module docstring says what each does)."""
+
+    gamma_max: int = 12
+    arms: tuple = (0, 1, 2, 3, 4, 6, 8, 12)
+    rate_decay: float = 0.6
+    warmup: int = 16
+    probe: int = 3
+    explore_every: int = 32
+    decay: float = 0.8
+    decay_ar: float = 0.5
+    max_backoff: int = 4
+    swap_margin: float = 0.5
+    prefetch_per_layer: int | None = None
+    sync_us: float = 30.0
+    next_layer: bool = False
+    warm_start: bool = True
+
+
 class AdaSpec(OffloadPolicy):
     """Per-step draft length from the cost model and observed acceptance; utility cache; best split."""
 
@@ -59,19 +81,18 @@ class AdaSpec(OffloadPolicy):
     adaptive_gamma = True
     needs_profile = True
 
-    def __init__(self, gamma_max: int = 12, arms=(0, 1, 2, 3, 4, 6, 8, 12), rate_decay: float = 0.6,
-                 warmup: int = 16, probe: int = 3, explore_every: int = 32, decay: float = 0.8,
-                 decay_ar: float = 0.5, max_backoff: int = 4,
-                 swap_margin: float = 0.5, prefetch_per_layer: int | None = None, sync_us: float = 30.0,
-                 next_layer: bool = False, warm_start: bool = True):
-        self.gamma_max = int(gamma_max)
-        self.arms = sorted({int(a) for a in arms if 0 <= int(a) <= self.gamma_max})
+    Params = AdaSpecParams
+
+    def __init__(self, params: AdaSpecParams = AdaSpecParams()):
+        p = self.params = params
+        self.gamma_max = int(p.gamma_max)
+        self.arms = sorted({int(a) for a in p.arms if 0 <= int(a) <= self.gamma_max})
         if not self.arms:
-            raise ValueError(f"arms must hold values in 0..gamma_max={gamma_max}, got {arms}")
-        self.rate_decay, self.warmup, self.probe, self.explore_every = rate_decay, warmup, probe, explore_every
-        self.decay, self.decay_ar, self.max_backoff = decay, decay_ar, int(max_backoff)
-        self.swap_margin, self.prefetch_per_layer = swap_margin, prefetch_per_layer
-        self.sync_us, self.next_layer, self.warm_start = sync_us, next_layer, warm_start
+            raise ValueError(f"arms must hold values in 0..gamma_max={p.gamma_max}, got {p.arms}")
+        self.rate_decay, self.warmup, self.probe, self.explore_every = p.rate_decay, p.warmup, p.probe, p.explore_every
+        self.decay, self.decay_ar, self.max_backoff = p.decay, p.decay_ar, int(p.max_backoff)
+        self.swap_margin, self.prefetch_per_layer = p.swap_margin, p.prefetch_per_layer
+        self.sync_us, self.next_layer, self.warm_start = p.sync_us, p.next_layer, p.warm_start
 
     def run_gamma(self, gamma: int) -> int:
         """Runs are set up for the largest draft length (each step chooses its own)."""

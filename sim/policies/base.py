@@ -1,6 +1,6 @@
 """The policy protocol: pure decision objects called by both executors.
 
-An executor (the SimPy engine in :mod:`sim.engine`, the live PyTorch engine in :mod:`real`) owns
+An executor (the SimPy engine in :mod:`sim.engine.decode`, the live PyTorch engine in :mod:`real`) owns
 time and moves bytes. A policy owns decisions and never reads a clock, never imports SimPy or
 torch, and holds no global state; it is deterministic given ``ctx.seed``.
 
@@ -21,7 +21,7 @@ The executor calls, for every decode step::
     on_transfer_done(layer, expert, cache) / on_transfers_done(layer, experts, cache)
 
 ``counts[e]`` is the number of verified tokens (1 in AR decoding, up to gamma+1 in SD) that chose
-expert ``e`` at this layer. The executor mutates the :class:`sim.expert_cache.ExpertCache`; a
+expert ``e`` at this layer. The executor mutates the :class:`sim.protocol.expert_cache.ExpertCache`; a
 policy only reads it. The bookkeeping around these calls is :class:`sim.protocol.ProtocolCore`,
 shared by every executor; every hook and attribute an executor reads is declared below with its
 default.
@@ -29,11 +29,12 @@ default.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+import inspect
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from sim.cost_table import CostTable
+from sim.machine.cost_table import CostTable
 
 # Where a requested expert runs (values of Placement.where)
 GPU = 0     # resident in a VRAM slot: computed by the GPU
@@ -134,6 +135,22 @@ class Policy(abc.ABC):
     output_on_cpu = False
     adaptive_gamma = False
     draft_extra_decodes = 0
+    Params = None   # a policy with many parameters takes one frozen dataclass of them (``Params``)
+
+    @classmethod
+    def from_params(cls, **params) -> "Policy":
+        """The policy built from its parameters by name (``cls(cls.Params(**params))`` where the
+        policy declares :attr:`Params`): how presets and tests build one."""
+        return cls(cls.Params(**params)) if cls.Params is not None else cls(**params)
+
+    @classmethod
+    def parameter_names(cls) -> set:
+        """The names :meth:`from_params` accepts."""
+        if cls.Params is not None:
+            return {f.name for f in fields(cls.Params)}
+        sig = inspect.signature(cls.__init__).parameters
+        return {p for p in sig if p != "self" and sig[p].kind not in (inspect.Parameter.VAR_KEYWORD,
+                                                                     inspect.Parameter.VAR_POSITIONAL)}
 
     def reset(self, ctx: PolicyContext, cache) -> None:
         """A new run begins: shapes, budget and costs (called before anything else)."""

@@ -46,6 +46,6 @@ def make_policy(name: str, **overrides):
     overrides.pop("runtime", None)
     params.update(overrides)
     module, cls = target.rsplit(".", 1)
-    policy = getattr(importlib.import_module(module), cls)(**params)
+    policy = getattr(importlib.import_module(module), cls).from_params(**params)
     policy.name = name
     return policy

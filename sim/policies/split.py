@@ -1,6 +1,6 @@
 """CPU/GPU split of one layer's requested experts (Fiddler's exact search, HybriMoE's greedy).
 
-Time model (the same for every policy that uses it, from :class:`sim.cost_table.CostTable`):
+Time model (the same for every policy that uses it, from :class:`sim.machine.cost_table.CostTable`):
 
 * CPU lane: the CPU runs its experts one after another: ``T_cpu = sum cpu(n_i)``.
 * GPU lane: experts already present (resident or in flight) run first, back to back; the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cost_table import CostTable
+from sim.machine.cost_table import CostTable
 
 DEFAULT_CAP = 4096  # largest number of class-count vectors searched exhaustively
 

@@ -1,6 +1,6 @@
 """What one prefill micro-batch costs, layer by layer: attention, experts on either device, copies.
 
-Built on :class:`sim.cost_model.CostModel` (the only place that turns bytes and FLOPs into seconds):
+Built on :class:`sim.machine.cost_model.CostModel` (the only place that turns bytes and FLOPs into seconds):
 per-expert GPU and CPU times are its rooflines tabulated up to the micro-batch size (weights read
 once per expert, FLOPs proportional to the expert's tokens; with measured tables, linear
 extrapolation past their end), a copy is its ``transfer_s`` per expert (llama.cpp copies only the
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cost_model import GB, CostModel
-from sim.cost_table import CostTable
+from sim.machine.cost_model import GB, CostModel
+from sim.machine.cost_table import CostTable
 
 KV_ELEM_BYTES = 2      # f16 KV cache (llama.cpp's default -ctk/-ctv)
 

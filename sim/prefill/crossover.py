@@ -84,10 +84,10 @@ def bisect(wins, lo: int, hi: int) -> int:
 def crossover_table(hw, m, workload: str, sizes: list[int], context: int, samples: int, seed: int):
     """The rows for every size in ``sizes`` and the refined crossover, every routed expert in host
     memory (llama.cpp ``--cpu-moe``), for machine ``hw`` and model ``m``."""
-    from sim import config
-    from sim.cost_model import CostModel
+    from sim.machine import specs as config
+    from sim.machine.cost_model import CostModel
     from sim.prefill.routing import prompt_routing
-    from sim.runner import routing_shape
+    from sim.run.workload import routing_shape
 
     costs = PrefillCosts.build(CostModel(hw, m, config.draft("none")), max(sizes))
     experts = prompt_routing(m.name, workload, max(sizes) * samples, seed, routing_shape(m))

@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from sim.metrics import Counters
+from sim.protocol.metrics import Counters
 from sim.policies.base import Policy
 from sim.protocol import Copy, ProtocolCore
 from sim.protocol.plan import DEMAND

@@ -16,7 +16,7 @@ PREFILL_SEED_OFFSET = 104729   # prompt seeds never coincide with decode or prof
 
 def prompt_routing(model: str, workload: str, prompt_tokens: int, seed: int, shape: tuple | None) -> np.ndarray:
     """Top-k expert ids of every prompt token, int16 ``[P, L, k]`` (memoised with the decode traces)."""
-    from sim.runner import synthetic_trace
+    from sim.run.workload import synthetic_trace
 
     return synthetic_trace(model, workload, int(prompt_tokens), int(seed) + PREFILL_SEED_OFFSET, shape).experts
 

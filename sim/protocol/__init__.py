@@ -2,8 +2,8 @@
 
 :class:`ProtocolCore` is the state machine around a policy: slots, reservations, applying a
 placement, landing transfers, eviction and the request/hit/prefetch tallies. Executors only add
-time: :mod:`sim.engine` (SimPy), :mod:`real.offload` (threads and copy streams),
-:mod:`sim.fast_eval` (a recurrence) and the test driver (instant transfers).
+time: :mod:`sim.engine.decode` (SimPy), :mod:`real.offload` (threads and copy streams),
+:mod:`tests.sim.fast_eval` (a recurrence) and the test driver (instant transfers).
 """
 from sim.protocol.context import build_context, policy_cost_model, routing_counts, table_context
 from sim.protocol.core import ProtocolCore

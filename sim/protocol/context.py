@@ -1,6 +1,6 @@
 """The policy's view of a run, built once for every executor: cost model, cost table, context.
 
-:func:`build_context` is what both :func:`sim.runner.run_one` and the live executor
+:func:`build_context` is what both :func:`sim.run.runner.run_one` and the live executor
 (:func:`real.offload.context.policy_context`) call, so a policy given the same trace is told the
 same slots, costs, profile and future on both sides (DESIGN.md section 3.3).
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cost_model import CostModel, table_tokens
+from sim.machine.cost_model import CostModel, table_tokens
 from sim.policies.base import Policy, PolicyContext
 
 

@@ -1,9 +1,9 @@
 """The protocol core: slots, reservations, placements, landings and tallies, with no clock.
 
-One object per run, shared by every executor (:mod:`sim.engine`, :mod:`real.offload`,
-:mod:`sim.fast_eval`, the tests' driver). It calls the policy at the protocol points of
-:mod:`sim.policies.base`, mutates the :class:`sim.expert_cache.ExpertCache`, fills the
-:class:`sim.metrics.Counters`, and tells the executor what to move (:class:`Copy`) and what each
+One object per run, shared by every executor (:mod:`sim.engine.decode`, :mod:`real.offload`,
+:mod:`tests.sim.fast_eval`, the tests' driver). It calls the policy at the protocol points of
+:mod:`sim.policies.base`, mutates the :class:`sim.protocol.expert_cache.ExpertCache`, fills the
+:class:`sim.protocol.metrics.Counters`, and tells the executor what to move (:class:`Copy`) and what each
 layer waits for (:class:`LayerPlan`). What counts as a hit, a useful prefetch or an invalid
 placement is therefore identical on every executor (DESIGN.md section 3.3).
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.accounting import MAX_PREFETCH_TRIES, PrefetchTracker, tally_requests
-from sim.expert_cache import CacheError, ExpertCache
-from sim.metrics import Counters
+from sim.protocol.accounting import MAX_PREFETCH_TRIES, PrefetchTracker, tally_requests
+from sim.protocol.expert_cache import CacheError, ExpertCache
+from sim.protocol.metrics import Counters
 from sim.policies.base import FETCH, STREAM, Placement, Policy, Signals
 from sim.protocol.plan import DEMAND, PREFETCH, STREAM_COPY, Copy, LayerPlan, SlotObserver, Wait
 
@@ -288,7 +288,7 @@ class ProtocolCore:
         return None
 
     def prefetch_run(self, now: float, duration: float, horizon: float, on_landed=None):
-        """The link's coalesced run (:mod:`sim.link`): prefetches on an idle link from ``now``, each
+        """The link's coalesced run (:mod:`sim.engine.link`): prefetches on an idle link from ``now``, each
         ``duration`` long, back to back, each one that lands strictly before ``horizon`` landed here
         (``on_landed(layer, expert, start, land)`` told after each) -- the same copies, calls and
         bookkeeping as one :meth:`next_prefetch` and one :meth:`landed_prefetch` per copy, without

@@ -20,8 +20,9 @@ import numpy as np
 from traces.atomic import save_png
 from tqdm import tqdm
 
-from sim.runner import run_one
+from sim.run.runner import run_one
 from sim.speculation.gamma import best_gamma
+from sim.run.spec import RunSpec
 
 
 @dataclass
@@ -39,7 +40,7 @@ class BreakEven:
 
 
 def _tps(args: dict, policy: str, **over) -> float:
-    return run_one(policy=policy, **{**args, **over}).row["tps"]
+    return run_one(RunSpec.of(policy=policy, **{**args, **over})).row["tps"]
 
 
 def crossing(xs, ys, level: float = 1.0):

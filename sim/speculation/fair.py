@@ -10,8 +10,8 @@
 """
 from __future__ import annotations
 
-from sim.config import DraftSpec, HardwareSpec, ModelSpec
-from sim.memory_plan import plan_memory
+from sim.machine.specs import DraftSpec, HardwareSpec, ModelSpec
+from sim.machine.memory_plan import plan_memory
 from traces.acceptance import AcceptanceModel
 
 

@@ -1,7 +1,7 @@
 """The decode steps of a speculative run whose acceptance is not the plain i.i.d. model.
 
-:func:`sim.runner.run_one` asks here first; None means the plain, memoised schedule of
-:func:`sim.runner.schedule` applies (autoregressive runs, i.i.d. acceptance, or a captured SD record
+:func:`sim.run.runner.run_one` asks here first; None means the plain, memoised schedule of
+:func:`sim.run.workload.schedule` applies (autoregressive runs, i.i.d. acceptance, or a captured SD record
 of the run's gamma, which always wins). Otherwise:
 
 * a policy that chooses its draft length per step (``adaptive_gamma``) gets an

@@ -1,4 +1,4 @@
-"""Synthetic result rows matching the result-row schema (sim.results.REQUIRED), for analysis tests and notebooks.
+"""Synthetic result rows matching the result-row schema (sim.run.results.REQUIRED), for analysis tests and notebooks.
 
 The TPS values are made up (close to the paper's averages) and deterministic; only the shape of
 the data matters to the analysis code.

@@ -75,7 +75,7 @@ def test_timeline_window_and_plot(tmp_path):
 def test_timeline_files_are_found_by_policy(tmp_path):
     import pandas as pd
 
-    from sim.timeline import chrome_trace
+    from sim.engine.timeline import chrome_trace
     from tests.analysis.fixtures import row
 
     for pol in ("moespac", "llamacpp_sd"):

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis.sweep_table import WIDTH, format_table, policy_table, summary
-from sim.config import ConfigError
+from sim.machine.specs import ConfigError
 from tests.analysis.fixtures import row
 
 

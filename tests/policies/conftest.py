@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.protocol import ProtocolCore, SlotObserver
-from sim.cost_table import CostTable
+from sim.machine.cost_table import CostTable
 from sim.policies.base import PolicyContext, Signals
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies import make_policy
 from sim.policies.base import CPU, FETCH, GPU, Signals
 from sim.policies.split import two_ended

@@ -5,7 +5,7 @@ row-by-row priority vs a full recomputation."""
 import numpy as np
 import pytest
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies import make_policy
 from sim.policies.base import CPU, FETCH, GPU
 from sim.policies.belady import FarthestHeap, NextUse

@@ -17,7 +17,7 @@ def test_cpu_speedup_divides_the_run_cost_models_cpu_times():
     """The run's cost model (one function for both executors) applies the policy's speed-up to the
     CPU's sustained rates (the roofline part of every CPU expert time, not its fixed overhead) and
     to nothing on the GPU."""
-    from sim import config
+    from sim.machine import specs as config
     from sim.protocol import policy_cost_model
     hw, m, d = config.hardware("rtx4090_pcie4"), config.model("qwen3_30b_a3b"), config.draft("none")
     base = policy_cost_model(make_policy("llamacpp"), hw, m, d, 0)

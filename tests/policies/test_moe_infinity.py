@@ -1,7 +1,7 @@
 """MoE-Infinity: the request's activation matrix drives prefetch order and cache priority."""
 import numpy as np
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies import make_policy
 from tests.policies.conftest import Driver, context, onehot, random_counts
 

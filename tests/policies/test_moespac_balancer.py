@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from sim.cost_table import CostTable
+from sim.machine.cost_table import CostTable
 from sim.policies.moespac.balancer import Balancer, choose_tau, choose_tau_brute
 
 

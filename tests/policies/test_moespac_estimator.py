@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from sim.policies.moespac.estimator import UtilityEstimator, transition_table
+from sim.policies.moespac.estimator import EstimatorConfig, UtilityEstimator, transition_table
 from sim.policies.moespac.level_stats import LevelStats
 
 
@@ -19,7 +19,7 @@ def test_static_transition_step_by_step():
     """Authors' setting (U=5, D=1, K=5) on 9-token windows, one column per scenario:
     e0 climbs one level per window however many tokens it gets, caps at K, then decays one per
     window; e1 sits in the dead band; e2 never reaches the up-boundary."""
-    est = UtilityEstimator(1, 3, K=5, mode="static", up=5, down=1, n_max=9)
+    est = UtilityEstimator(1, 3, EstimatorConfig(K=5, mode="static", up=5, down=1, n_max=9))
     seq = [[5, 5, 4], [9, 5, 4], [9, 6, 4], [9, 2, 4], [9, 5, 4], [9, 9, 4], [9, 9, 4], [2, 9, 0],
            [0, 9, 0], [0, 9, 0]]
     want = [[1, 1, 0],   # 5-0>=5: up; 5-0>=5: up; 4-0<5: stay
@@ -37,20 +37,20 @@ def test_static_transition_step_by_step():
 
 def test_static_preset_cannot_rise_in_short_windows():
     """U=5 with a 1-token window (AR): c - s <= 1 < 5, nothing ever becomes hot."""
-    est = UtilityEstimator(1, 2, mode="static", up=5, down=1, n_max=1)
+    est = UtilityEstimator(1, 2, EstimatorConfig(mode="static", up=5, down=1, n_max=1))
     assert run_levels(est, [[1, 0]] * 5, 1)[-1] == [0, 0]
 
 
 def test_up_boundary_follows_window_length():
-    est = UtilityEstimator(1, 4, mode="adaptive", u_frac0=0.5, gain=0.0, n_max=17)
+    est = UtilityEstimator(1, 4, EstimatorConfig(mode="adaptive", u_frac0=0.5, gain=0.0, n_max=17))
     assert [est.boundaries(0, n) for n in (1, 3, 9, 17)] == [(1, 1), (2, 1), (5, 1), (9, 1)]
 
 
 def test_adaptive_calibration_step_by_step():
     """Target one hot expert; gain ln 3 triples / thirds the up-fraction f per layer update
     (scope 'layer'); windows of n=3 tokens. f starts at the floor 0.5/n_max = 1/6 (U=1)."""
-    est = UtilityEstimator(1, 4, K=5, mode="adaptive", u_frac0=0.0, gain=np.log(3), target=1.0,
-                           n_max=3, scope="layer")
+    est = UtilityEstimator(1, 4, EstimatorConfig(K=5, mode="adaptive", u_frac0=0.0, gain=np.log(3), target=1.0,
+                           n_max=3, scope="layer"))
     steps = [([3, 2, 1, 0], 1, [1, 1, 1, 0]),   # U=ceil(3/6)=1: every requested expert rises
              ([3, 2, 1, 0], 2, [2, 1, 1, 0]),   # 3 hot > 1: f=1/2, U=2: only 3-1>=2 rises
              ([3, 0, 0, 0], 3, [2, 0, 0, 0]),   # f=1 (clamped), U=3: e0 in the dead band
@@ -64,7 +64,7 @@ def test_adaptive_calibration_step_by_step():
 
 def test_global_calibration_uses_total_hot_set():
     """Scope 'global': one up-fraction for all layers, fed by the total hot set."""
-    est = UtilityEstimator(2, 4, mode="adaptive", u_frac0=0.0, gain=1.0, target=1.0, n_max=9)
+    est = UtilityEstimator(2, 4, EstimatorConfig(mode="adaptive", u_frac0=0.0, gain=1.0, target=1.0, n_max=9))
     f0 = est.f_glob
     est.update(0, np.array([2, 2, 2, 2], dtype=np.uint8), 9)     # 4 hot vs 2 wanted
     assert est.f_glob > f0
@@ -72,7 +72,7 @@ def test_global_calibration_uses_total_hot_set():
 
 
 def test_binary_mode_is_last_window_signal():
-    est = UtilityEstimator(1, 4, K=5, mode="binary")
+    est = UtilityEstimator(1, 4, EstimatorConfig(K=5, mode="binary"))
     assert run_levels(est, [[3, 0, 1, 0], [0, 0, 9, 1]], 9) == [[5, 0, 5, 0], [0, 0, 5, 5]]
 
 
@@ -86,7 +86,7 @@ def test_transition_table_equals_the_hand_table():
 
 def test_update_moves_every_expert_by_the_table_at_once():
     """128 experts in one call: each expert's new level is the table entry of (its level, its count)."""
-    est = UtilityEstimator(1, 128, mode="static", up=2, down=1, n_max=3)
+    est = UtilityEstimator(1, 128, EstimatorConfig(mode="static", up=2, down=1, n_max=3))
     table = transition_table(5, est.W, 2, 1).reshape(6, est.W)
     rng = np.random.default_rng(2)
     for _ in range(10):

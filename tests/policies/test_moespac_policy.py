@@ -3,11 +3,12 @@ small executor, hot/cold metrics and determinism."""
 import numpy as np
 import pytest
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies import make_policy
-from sim.cost_table import CostTable
+from sim.machine.cost_table import CostTable
 from sim.policies.base import CPU, GPU, PolicyContext, Signals
 from sim.policies.moespac import MoESpAc
+from sim.run.spec import RunSpec
 
 PRESETS = ["moespac", "moespac_static", "moespac_no_estimator", "moespac_no_balancer",
            "moespac_sync", "moespac_ar"]
@@ -87,18 +88,18 @@ def test_each_ablation_differs_from_moespac_only_in_its_switches(preset, switche
     """An ablation preset must change exactly the switches it names (the authors' preset: the four
     of the released code), every other parameter as in ``moespac``."""
     base, other = vars(make_policy("moespac")), vars(make_policy(preset))
-    differ = {k: v for k, v in other.items() if base.get(k) != v and k != "name"}
+    differ = {k: v for k, v in other.items() if base.get(k) != v and k not in ("name", "params")}
     assert differ == switches
 
 
 def test_an_out_of_range_tau_is_refused():
     with pytest.raises(ValueError):
-        MoESpAc(tau=9)
+        MoESpAc.from_params(tau=9)
 
 
 def test_hand_example_lifecycle():
     """L=2, E=4, 3 slots, windows of 4 tokens x top-2, the authors' static setting but U=2."""
-    pol, cache = make(MoESpAc(estimator="static", up=2, balancer=False, tau=1, release="zero",
+    pol, cache = make(MoESpAc.from_params(estimator="static", up=2, balancer=False, tau=1, release="zero",
                               eviction_order="id"), 2, 4, 3)
     sig = Signals()
     pol.on_step_start(0, sig, cache)
@@ -188,7 +189,7 @@ def test_stale_entries_are_dropped_when_their_layer_starts():
 
 
 def test_hot_cold_precision_and_recall():
-    pol, cache = make(MoESpAc(estimator="binary", balancer=False, tau=1), 1, 4, 4)
+    pol, cache = make(MoESpAc.from_params(estimator="binary", balancer=False, tau=1), 1, 4, 4)
     sig = Signals()
     for s, req in enumerate([[0, 1, 2], [1, 2, 3], [1]]):
         c = np.zeros(4, dtype=np.uint8)
@@ -267,8 +268,8 @@ def test_deterministic():
 
 
 def test_end_to_end_run_is_deterministic():
-    import sim.runner as runner
-    rows = [runner.run_one(policy="moespac", workload="gsm8k", gen_tokens=48).row for _ in range(2)]
+    import sim.run.runner as runner
+    rows = [runner.run_one(RunSpec.of(policy="moespac", workload="gsm8k", gen_tokens=48)).row for _ in range(2)]
     for r in rows:
         r.pop("sim_wall_s", None)
     assert repr(rows[0]) == repr(rows[1])
@@ -276,8 +277,8 @@ def test_end_to_end_run_is_deterministic():
 
 def test_end_to_end_beats_llamacpp_and_the_authors_setting():
     """Qwen3-30B-A3B, RTX 4090 + PCIe 4.0, cache ratio 0.17, gamma 8, a short gsm8k run."""
-    import sim.runner as runner
-    tps = {p: runner.run_one(policy=p, workload="gsm8k", cache_ratio=0.17, gen_tokens=192).row["tps"]
+    import sim.run.runner as runner
+    tps = {p: runner.run_one(RunSpec.of(policy=p, workload="gsm8k", cache_ratio=0.17, gen_tokens=192)).row["tps"]
            for p in ("moespac", "moespac_static", "llamacpp", "llamacpp_sd")}
     assert tps["moespac"] >= 1.2 * max(tps["llamacpp"], tps["llamacpp_sd"])
     assert tps["moespac"] >= tps["moespac_static"]
@@ -287,7 +288,7 @@ def test_end_to_end_beats_llamacpp_and_the_authors_setting():
 def test_only_experts_at_or_above_tau_are_queued(release):
     """With a fixed tau of 2 no expert at level 1 is queued, whichever release rule (the "zero"
     release re-queues resident hot experts too, "level" only the absent ones)."""
-    pol, cache = make(MoESpAc(estimator="static", up=1, down=1, balancer=False, tau=2, release=release),
+    pol, cache = make(MoESpAc.from_params(estimator="static", up=1, down=1, balancer=False, tau=2, release=release),
                       L=1, E=4, slots=4)
     cache.load(0, 0)
     c = np.array([3, 3, 1, 0], dtype=np.uint8)

@@ -5,10 +5,11 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies import make_policy
 from sim.policies.belady import NEVER, NextUse
 from tests.policies.conftest import Driver, context, costs, random_counts
+from sim.run.spec import RunSpec
 
 
 def _optimal_hits(seq, initial, C):
@@ -103,15 +104,15 @@ def test_no_policy_beats_the_oracle_on_small_seeded_runs(cfg):
     oracle_ar), same trace, machine and budget; kTransformers with its CPU speedup set to 1 so
     that both run on the same CPU."""
     from sim.policies import policy_names
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
-    bound = {True: run_one(policy="oracle", **cfg).row["tps"], False: run_one(policy="oracle_ar", **cfg).row["tps"]}
+    bound = {True: run_one(RunSpec.of(policy="oracle", **cfg)).row["tps"], False: run_one(RunSpec.of(policy="oracle_ar", **cfg)).row["tps"]}
     beaten = []
     for name in policy_names():
         if name in ("heuristic_oracle", "heuristic_oracle_ar") or make_policy(name).adaptive_gamma:
             continue   # an adaptive-gamma policy has no oracle of its mode (sim/bound covers it)
         args = {"cpu_speedup": 1.0} if name == "ktransformers" else None
-        tps = run_one(policy=name, policy_args=args, **cfg).row["tps"]
+        tps = run_one(RunSpec.of(policy=name, policy_args=args, **cfg)).row["tps"]
         if tps > bound[make_policy(name).speculative] * (1 + 1e-9):
             beaten.append((name, tps))
     assert not beaten, f"oracle {bound} beaten by {beaten}"

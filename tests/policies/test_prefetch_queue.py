@@ -3,7 +3,7 @@ the per-layer loop it replaces."""
 import numpy as np
 import pytest
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies.prefetch_queue import PrefetchQueue
 from sim.policies.sp_moe import _queue_order
 

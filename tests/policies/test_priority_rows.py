@@ -4,7 +4,7 @@ traffic: layer starts and ends, prefetches offered and reserved, victims evicted
 import numpy as np
 import pytest
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies import make_policy
 from tests.policies.conftest import context
 

@@ -1,7 +1,7 @@
 """SP-MoE: draft-predicted prefetch during drafting, cut at a cost-derived layer; LRU; GPU only."""
 import numpy as np
 
-from sim.expert_cache import ExpertCache
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies import make_policy
 from sim.policies.base import FETCH, Signals
 from tests.policies.conftest import Driver, context, costs, random_counts

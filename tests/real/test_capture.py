@@ -14,9 +14,10 @@ need("transformers")
 
 import real.model_loading as model_loading  # noqa: E402
 import traces.io  # noqa: E402
-from traces.capture import main  # noqa: E402
+from real.capture import main  # noqa: E402
 from traces.errors import TraceError  # noqa: E402
 from traces.io import load_trace  # noqa: E402
+from sim.run.spec import RunSpec
 
 BASE = dict(target="tiny:qwen3_moe", draft="tiny:dense", prompts="tiny:3", gamma="4",
             max_new_tokens="24", dtype="float32", device="cpu", progress="false")
@@ -63,8 +64,8 @@ def test_capture_writes_valid_traces(tmp_path, target):
         assert key in m
     spec = m["model_spec"]                   # the target's config, derived as for model=hf:PATH
     assert (spec["n_layers"], spec["n_experts"], spec["top_k"]) == (moe, 16, 4)
-    from sim.runner import run_one
-    row = run_one(policy="llamacpp_sd", model=None, workload=None, trace=t, gen_tokens=8, gamma=4).row
+    from sim.run.runner import run_one
+    row = run_one(RunSpec.of(policy="llamacpp_sd", model=None, workload=None, trace=t, gen_tokens=8, gamma=4)).row
     assert row["model"] == target and row["n_steps"] > 0 and json.loads(row["model_spec"])["n_experts"] == 16
 
 
@@ -198,8 +199,8 @@ def test_local_checkpoint_with_text_prompts(tmp_path):
 
 
 def test_packages_import_without_torch():
-    """``import real`` and ``import traces.capture`` stay light: torch loads only when capturing."""
+    """``import real`` and ``import real.capture`` stay light: torch loads only when capturing."""
     import subprocess
     import sys
-    code = "import sys, real, traces.capture; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, real, real.capture; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])

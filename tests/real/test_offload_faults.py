@@ -19,7 +19,7 @@ from real.offload.models import load_models, offload  # noqa: E402
 from real.offload.options import RunOptions, parse  # noqa: E402
 from real.offload.run import load_hardware, prepare, prompt_list, reference_tokens, run  # noqa: E402
 from real.offload.session import OffloadSession  # noqa: E402
-from sim.expert_cache import ExpertCache  # noqa: E402
+from sim.protocol.expert_cache import ExpertCache  # noqa: E402
 
 
 def options(policy: str, *extra: str) -> RunOptions:

@@ -2,7 +2,7 @@
 
 With ``sync=true`` prefetches block at the protocol points (``Engine._drain``'s places), so a
 policy's decisions depend only on what it is told. The real run records its trace (with the SD
-record); :func:`real.offload.replay.replay` feeds it to :func:`sim.runner.run_one` with the same
+record); :func:`real.offload.replay.replay` feeds it to :func:`sim.run.runner.run_one` with the same
 specs, slots, cost table, profile and future and ``overlap = False``; every decision count must
 be equal. The policies that read the next-layer gate guess or the router's gate weights
 (MixtralOffload, Fate, HybriMoE: autoregressive) are included: the real run records both in its

@@ -11,9 +11,10 @@ need("transformers")
 from omegaconf import OmegaConf  # noqa: E402
 
 from real.cli import main  # noqa: E402
-from sim import config  # noqa: E402
-from sim.cost_model import CostModel  # noqa: E402
-from sim.runner import run_one  # noqa: E402
+from sim.machine import specs as config  # noqa: E402
+from sim.machine.cost_model import CostModel  # noqa: E402
+from sim.run.runner import run_one  # noqa: E402
+from sim.run.spec import RunSpec
 
 SMALL = ["synthetic=qwen3_30b_a3b", "layers=2", "draft_layers=1", "hidden=64", "moe_intermediate=32",
          "vocab=512", "fast=true", "max_tokens=16", "gamma=4", "context=32"]
@@ -51,7 +52,7 @@ def test_yaml_states_date_machine_torch_and_cpu_labels(profiled):
 
 def test_simulator_runs_on_the_profiled_machine(profiled):
     data = OmegaConf.to_container(OmegaConf.load(profiled), resolve=True)
-    row = run_one(policy="moespac", workload="gsm8k", hardware=data, gen_tokens=24, cache_ratio=0.1).row
+    row = run_one(RunSpec.of(policy="moespac", workload="gsm8k", hardware=data, gen_tokens=24, cache_ratio=0.1)).row
     assert row["hardware"] == "unit_cpu" and row["tps"] > 0
 
 

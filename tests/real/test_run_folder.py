@@ -8,7 +8,7 @@ import pytest
 from real.offload.options import RunOptions
 from real.offload.run import check_out, prepare
 from real.offload.validate import _by_policy
-from sim.user_input import UserInputError
+from sim.run.user_input import UserInputError
 from tests.traces.helpers import small_trace
 
 

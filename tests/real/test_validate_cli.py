@@ -15,7 +15,7 @@ need("transformers")
 from real.cli import main  # noqa: E402
 from real.offload.options import ValidateOptions, parse  # noqa: E402
 from real.offload.validate import METRICS, validate  # noqa: E402
-from sim.results import REQUIRED  # noqa: E402
+from sim.run.results import REQUIRED  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["target=tiny:qwen3_moe", "draft=tiny:dense", "cache_ratio=0.3", "gamma=4", "max_new_tokens=16",

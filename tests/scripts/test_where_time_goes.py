@@ -72,9 +72,9 @@ def test_a_real_profile_is_conserved_and_files_map_to_layers():
     assert sum(got.values()) == pytest.approx(sum(v[2] for v in stats.values()), rel=1e-9, abs=1e-12)
     assert wtg.layer_of(str(ROOT / "sim/policies/moespac/policy.py")) == "policy"
     assert wtg.layer_of(str(ROOT / "sim/protocol/core.py")) == "protocol"
-    assert wtg.layer_of(str(ROOT / "sim/expert_cache.py")) == "protocol"
-    assert wtg.layer_of(str(ROOT / "sim/link.py")) == "engine"
-    assert wtg.layer_of(str(ROOT / "sim/runner.py")) == "setup"
+    assert wtg.layer_of(str(ROOT / "sim/protocol/expert_cache.py")) == "protocol"
+    assert wtg.layer_of(str(ROOT / "sim/engine/link.py")) == "engine"
+    assert wtg.layer_of(str(ROOT / "sim/run/runner.py")) == "setup"
     assert wtg.layer_of("/usr/lib/python3/site-packages/simpy/core.py") == "simpy"
     assert wtg.layer_of("/usr/lib/python3/site-packages/numpy/_core/numeric.py") is None
     assert wtg.layer_of("~") is None            # C builtins

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from sim.config import DraftSpec, HardwareSpec, ModelSpec
-from sim.cost_model import CostModel
-from sim.expert_cache import ExpertCache
+from sim.machine.specs import DraftSpec, HardwareSpec, ModelSpec
+from sim.machine.cost_model import CostModel
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies.base import CPU, FETCH, GPU, Placement, Policy, PolicyContext
 from sim.protocol import build_context
 from traces.schema import Trace

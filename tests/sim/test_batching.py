@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from sim.batching import merge_schedules
-from sim.user_input import UserInputError
+from sim.run.batching import merge_schedules
+from sim.run.user_input import UserInputError
 from traces.windows import Schedule
+from sim.run.spec import RunSpec
 
 
 def sched(counts, n_verify, produced, gamma=2):
@@ -37,13 +38,13 @@ def test_counts_widen_past_uint8():
 
 
 def test_a_batched_run_requests_the_union_and_reports_each_request():
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
     args = dict(policy="moespac", gen_tokens=32, cache_ratio=0.17)
-    one = run_one(**args).row
-    two = run_one(batch=2, **args)
+    one = run_one(RunSpec.of(**args)).row
+    two = run_one(RunSpec.of(batch=2, **args))
     row = two.row
-    single = [run_one(seed=s, **args) for s in (0, 1)]
+    single = [run_one(RunSpec.of(seed=s, **args)) for s in (0, 1)]
     assert row["gen_tokens"] == 64 and row["batch"] == 2
     assert row["n_steps"] == max(r.row["n_steps"] for r in single)
     assert row["mean_accepted"] == pytest.approx(np.mean([r.row["mean_accepted"] for r in single]))
@@ -59,13 +60,13 @@ def test_a_batched_run_requests_the_union_and_reports_each_request():
 
 
 def test_combinations_not_modelled_are_refused():
-    from sim.runner import run_one
+    from sim.run.runner import run_one
     from traces.synth import synthesize
 
     with pytest.raises(UserInputError, match="stagger=2 with prefill=true"):
-        run_one(policy="llamacpp", batch=2, stagger=2, prefill=True, gen_tokens=8)
+        run_one(RunSpec.of(policy="llamacpp", batch=2, stagger=2, prefill=True, gen_tokens=8))
     with pytest.raises(UserInputError, match="batch=2: concurrent requests need independent traces"):
-        run_one(policy="llamacpp", batch=2, gen_tokens=8, trace=synthesize("qwen3_30b_a3b", "gsm8k", 16, 0))
+        run_one(RunSpec.of(policy="llamacpp", batch=2, gen_tokens=8, trace=synthesize("qwen3_30b_a3b", "gsm8k", 16, 0)))
 
 
 def test_staggered_arrivals_join_later_and_are_timed_from_their_first_step():
@@ -79,20 +80,20 @@ def test_staggered_arrivals_join_later_and_are_timed_from_their_first_step():
 
 
 def test_a_staggered_batch_runs_end_to_end():
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
-    row = run_one(policy="hybrimoe", batch=3, stagger=4, gen_tokens=24).row
+    row = run_one(RunSpec.of(policy="hybrimoe", batch=3, stagger=4, gen_tokens=24)).row
     assert row["gen_tokens"] == 72 and row["stagger"] == 4 and row["n_steps"] == 24 + 2 * 4
     with pytest.raises(UserInputError, match="stagger=2: arrivals need concurrent requests"):
-        run_one(policy="hybrimoe", stagger=2, gen_tokens=8)
+        run_one(RunSpec.of(policy="hybrimoe", stagger=2, gen_tokens=8))
 
 
 def test_concurrent_prompts_are_prefilled_one_after_another():
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
     args = dict(policy="hybrimoe", gen_tokens=8, prompt_tokens=300, ubatch=128, prefill=True, quant="q4_k_m")
-    first, second = (run_one(seed=s, **args).row for s in (0, 1))
-    both = run_one(batch=2, **args).row
+    first, second = (run_one(RunSpec.of(seed=s, **args)).row for s in (0, 1))
+    both = run_one(RunSpec.of(batch=2, **args)).row
     assert both["ttft_max_s"] == pytest.approx(first["ttft_s"] + second["ttft_s"], rel=1e-12)
     assert both["ttft_s"] == pytest.approx((2 * first["ttft_s"] + second["ttft_s"]) / 2, rel=1e-12)
     assert both["prefill_tok_s"] == pytest.approx(600 / both["ttft_max_s"])

@@ -5,7 +5,7 @@ import sys
 import pandas as pd
 import pytest
 
-from sim.results import REQUIRED
+from sim.run.results import REQUIRED
 
 
 def sim(*args, cwd=None):

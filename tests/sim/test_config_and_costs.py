@@ -3,10 +3,10 @@ import dataclasses
 
 import pytest
 
-from sim import config
-from sim.config import ConfigError
-from sim.cost_model import CostModel
-from sim.memory_plan import plan_memory
+from sim.machine import specs as config
+from sim.machine.specs import ConfigError
+from sim.machine.cost_model import CostModel
+from sim.machine.memory_plan import plan_memory
 
 HW, M, D = config.hardware("rtx4090_pcie4"), config.model("qwen3_30b_a3b"), config.draft("qwen3_4b_fp8")
 
@@ -87,7 +87,7 @@ def test_non_expert_costs_equal_hand_values_on_the_paper_machine():
     """Attention, fixed part, draft token and block copy of Qwen3-30B-A3B (f16) + Qwen3-4B-FP8 on the
     RTX 4090 preset, from the YAML numbers by hand: GPU 1008 GB/s x 0.8, 165.2 TFLOP/s x 0.5,
     5 us per kernel, 300 us per forward; PCIe 25 GB/s + 10 us."""
-    from sim.cost_model import CostModel
+    from sim.machine.cost_model import CostModel
     cost = CostModel(config.hardware("rtx4090_pcie4"), config.model("qwen3_30b_a3b"), config.draft("qwen3_4b_fp8"))
     bw = 1008e9 * 0.8
     attn_w = (18874368 + 2048 * 128) * 2          # attention + router weights, f16
@@ -105,7 +105,7 @@ def test_dense_layers_use_the_models_own_ffn_width():
     a model with other widths would be charged its own."""
     import dataclasses
 
-    from sim.cost_model import CostModel
+    from sim.machine.cost_model import CostModel
     hw, m, d = config.hardware("rtx4090_pcie4"), config.model("deepseek_v2_lite"), config.draft("none")
     bw = 1008e9 * 0.8
     dense = m.attn_params_per_layer + 3 * 2048 * 10944      # one dense layer: attention + its FFN
@@ -117,7 +117,7 @@ def test_dense_layers_use_the_models_own_ffn_width():
 
 
 def test_a_malformed_yaml_file_is_one_line_naming_file_and_line(tmp_path):
-    from sim.config import read_yaml
+    from sim.machine.specs import read_yaml
 
     path = tmp_path / "rt.yaml"
     path.write_text("name: x\ncpu_mem_eff: 0.5\ncpu_mem_eff: 0.6\n")     # YAML keeps one of two equal keys

@@ -24,8 +24,8 @@ def test_the_crossover_is_where_copying_wins_from_then_on():
 
 
 def test_bisection_refines_to_the_exact_token_on_the_real_costs():
-    from sim import config
-    from sim.cost_model import CostModel
+    from sim.machine import specs as config
+    from sim.machine.cost_model import CostModel
     from sim.prefill.costs import PrefillCosts
     from sim.prefill.crossover import price
     from sim.prefill.routing import prompt_routing

@@ -1,5 +1,5 @@
 """Exact timelines on the real cost model (roofline, PCIe latency 10 us, attention, lm_head and
-host overhead charged by :class:`sim.cost_model.CostModel` itself, no overrides).
+host overhead charged by :class:`sim.machine.cost_model.CostModel` itself, no overrides).
 
 Machine (round numbers so every time is a hand sum): GPU 4 GB/s, 1 TFLOP/s, 1 us per kernel;
 PCIe 1 GB/s + 10 us latency; CPU 0.4 GB/s; join 5 us; host overhead 4 us per forward. Model: 2 MoE
@@ -13,11 +13,12 @@ KV 32 B/token, prompt 250 tokens. Hence, for one token:
 """
 import pytest
 
-from sim.cost_model import CostModel
-from sim.engine import Engine
+from sim.machine.cost_model import CostModel
+from sim.engine.decode import Engine
 from sim.policies import make_policy
 from tests.sim.doubles import NO_DRAFT, ROUND_HW, ROUND_MODEL, FetchFIFO, context_for, make_cache, toy_trace
 from traces.windows import build_schedule
+from sim.engine.decode import EngineOptions
 
 US = 1e-6
 HW, MODEL = ROUND_HW, ROUND_MODEL
@@ -29,7 +30,7 @@ def simulate(policy, experts, n_slots):
     cache = make_cache(MODEL, n_slots)
     ctx = context_for(cost, MODEL, n_slots)
     policy.reset(ctx, cache)
-    eng = Engine(cost, policy, cache, sched, ctx, context0=250, timeline=True)
+    eng = Engine(cost, policy, cache, sched, ctx, EngineOptions(context0=250, timeline=True))
     return eng, eng.run()
 
 

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from sim import config
-from sim.cost_model import CostModel
-from sim.engine import Engine
-from sim.expert_cache import ExpertCache
+from sim.machine import specs as config
+from sim.machine.cost_model import CostModel
+from sim.engine.decode import Engine
+from sim.protocol.expert_cache import ExpertCache
 from sim.policies.base import PolicyContext
 from tests.sim.doubles import FetchFIFO, StaticGPU, toy_trace
 from traces.windows import build_schedule
@@ -70,7 +70,7 @@ def test_same_config_same_result():
 
 
 def test_a_prediction_read_twice_is_the_same_draw():
-    from sim.signals import LazySignals
+    from sim.protocol.signals import LazySignals
 
     counts = np.zeros((1, 3, 16), dtype=np.uint8)
     counts[0, 1, [1, 2, 3, 4]] = 1
@@ -109,7 +109,7 @@ def test_the_engine_simulates_the_predictor_accuracy_the_policy_declares(accurac
 def test_recorded_signals_replace_the_simulated_ones():
     """A captured trace's next-layer prediction and gate weights are read as the live executor
     computes them: counts of the recorded next-layer ids, and the mean gate weight per expert."""
-    from sim.signals import LazySignals
+    from sim.protocol.signals import LazySignals
 
     counts = np.zeros((1, 2, 4), dtype=np.uint8)
     counts[0, 0, [0, 1]] = 1

@@ -3,9 +3,10 @@ with round measured-table costs (transfer 50 us, no latency); the cases on the r
 with PCIe latency (priority, streams, block copies) are in ``test_engine_link_timeline.py``."""
 import pytest
 
-from sim.engine import Engine
+from sim.engine.decode import Engine
 from tests.sim.doubles import FetchFIFO, RoundCosts, StaticGPU, context_for, make_cache, tiny_specs, toy_trace
 from traces.windows import build_schedule
+from sim.engine.decode import EngineOptions
 
 US = 1e-6
 
@@ -18,7 +19,7 @@ def simulate(policy, experts, n_slots, gamma=0, acceptance=1.0, gen=None):
     cache = make_cache(m, n_slots)
     ctx = context_for(cost, m, n_slots, gamma)
     policy.reset(ctx, cache)
-    eng = Engine(cost, policy, cache, sched, ctx, timeline=True)
+    eng = Engine(cost, policy, cache, sched, ctx, EngineOptions(timeline=True))
     counters = eng.run()
     return eng, counters
 

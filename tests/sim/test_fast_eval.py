@@ -1,15 +1,15 @@
 """The fast evaluator runs the engine's protocol core by recurrence: on every registered policy it
 either returns the engine's decode time and decision counts (to 1e-9, in fact bit for bit) or
-refuses the policy with :class:`sim.fast_eval.PrefetchingPolicyError`."""
+refuses the policy with :class:`tests.sim.fast_eval.PrefetchingPolicyError`."""
 import dataclasses
 
 import numpy as np
 import pytest
 
-from sim import config
-from sim.engine import Engine
-from sim.expert_cache import ExpertCache
-from sim.fast_eval import PrefetchingPolicyError, fast_decode_time
+from sim.machine import specs as config
+from sim.engine.decode import Engine
+from sim.protocol.expert_cache import ExpertCache
+from tests.sim.fast_eval import PrefetchingPolicyError, fast_decode_time
 from sim.policies import make_policy, policy_names
 from sim.protocol import build_context, policy_cost_model, routing_counts
 from sim.speculation.schedule import speculative_schedule

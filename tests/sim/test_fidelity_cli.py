@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sim.config import ConfigError
+from sim.machine.specs import ConfigError
 from sim.fidelity import calibrate as C
 from sim.fidelity.calibrate import fit, patch_for
 from sim.fidelity.points import Point, load_points, run_kwargs

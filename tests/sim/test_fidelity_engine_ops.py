@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from sim.cost_model import CostModel
+from sim.machine.cost_model import CostModel
 from sim.protocol import policy_cost_model
 from sim.policies.registry import make_policy, policy_runtime
-from sim.specs.machine import runtime_spec
+from sim.machine.compose import runtime_spec
 from tests.sim.doubles import ROUND_HW, ROUND_MODEL, NO_DRAFT
 
 US = 1e-6

@@ -8,15 +8,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sim import config
-from sim.cost_model import CostModel, dram_cpu_time
-from sim.engine import Engine
-from sim.fast_eval import fast_decode_time
+from sim.machine import specs as config
+from sim.machine.cost_model import CostModel, dram_cpu_time
+from sim.engine.decode import Engine
+from tests.sim.fast_eval import fast_decode_time
 from sim.policies.base import CPU, FETCH, GPU, Placement, Policy
 from sim.protocol import policy_cost_model
-from sim.specs.machine import core_bandwidth, load_yaml, runtime_spec, _part, HostSpec
+from sim.machine.compose import core_bandwidth, load_yaml, runtime_spec, _part, HostSpec
 from tests.sim.doubles import RoundCosts, context_for, make_cache, tiny_specs, toy_trace
 from traces.windows import build_schedule
+from sim.engine.decode import EngineOptions
 
 US = 1e-6
 
@@ -58,7 +59,7 @@ def _run(cost, m, fast=False, policy=CpuZeroFetchRest):
     pol.reset(ctx, cache)
     if fast:
         return fast_decode_time(cost, pol, cache, sched, context0=0), None
-    eng = Engine(cost, pol, cache, sched, ctx, context0=0, timeline=True)
+    eng = Engine(cost, pol, cache, sched, ctx, EngineOptions(context0=0, timeline=True))
     return eng.run(), eng
 
 

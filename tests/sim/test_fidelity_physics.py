@@ -5,14 +5,15 @@ from dataclasses import replace
 
 import pytest
 
-from sim import config
-from sim.cost_model import CostModel
-from sim.engine import Engine
-from sim.memory_plan import plan_memory
+from sim.machine import specs as config
+from sim.machine.cost_model import CostModel
+from sim.engine.decode import Engine
+from sim.machine.memory_plan import plan_memory
 from sim.policies.static import LlamaCppStatic
-from sim.specs.machine import thread_bandwidth
+from sim.machine.compose import thread_bandwidth
 from tests.sim.doubles import context_for, make_cache, tiny_specs, toy_trace
 from traces.windows import build_schedule
+from sim.engine.decode import EngineOptions
 
 US = 1e-6
 
@@ -62,7 +63,7 @@ def test_ngl_timeline_runs_the_offloaded_layer_whole_on_the_cpu():
     cache = make_cache(m, n_slots)
     sched = build_schedule(toy_trace([[[0], [2]]]), 0, 1, 1.0)
     pol.reset(context_for(cost, m, n_slots), cache)
-    eng = Engine(cost, pol, cache, sched, context_for(cost, m, n_slots), context0=0, timeline=True)
+    eng = Engine(cost, pol, cache, sched, context_for(cost, m, n_slots), EngineOptions(context0=0, timeline=True))
     c = eng.run()
     lanes = {lane: [(lbl, round(a / US, 6), round(b / US, 6)) for ln, lbl, a, b in eng.events if ln == lane]
              for lane in ("CPU", "GPU")}

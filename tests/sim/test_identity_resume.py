@@ -8,27 +8,28 @@ import time
 import pandas as pd
 import pytest
 
-from sim.identity import run_id, spec_label
-from sim.runner import resolve
+from sim.run.identity import run_id, spec_label
+from sim.run.resolve import resolve
+from sim.run.spec import RunSpec
 
 BASE = dict(policy="moespac", workload="gsm8k", gen_tokens=16)
 
 
 @pytest.mark.parametrize("change", [dict(gen_tokens=24), dict(prompt_tokens=128), dict(context=2048),
                                     dict(acceptance=0.3), dict(seed=1), dict(cache_ratio=0.1), dict(gamma=4),
-                                    dict(hardware={**__import__("sim.config", fromlist=["x"]).load_preset(
+                                    dict(hardware={**__import__("sim.machine.specs", fromlist=["x"]).load_preset(
                                         "hardware", "rtx4090_pcie4"), "pcie_h2d_gbs": 50.0}),
                                     dict(policy_args={"K": 4})])
 def test_every_input_changes_the_run_id(change):
-    assert run_id(resolve(**BASE).identity) != run_id(resolve(**{**BASE, **change}).identity)
+    assert run_id(resolve(RunSpec.of(**BASE)).identity) != run_id(resolve(RunSpec.of(**{**BASE, **change})).identity)
 
 
 def test_inputs_that_cannot_change_the_numbers_keep_the_run_id():
     ar = dict(BASE, policy="llamacpp")
-    same = run_id(resolve(**ar).identity)
-    assert run_id(resolve(**ar, gamma=4, acceptance=0.3).identity) == same   # AR: no gamma, no acceptance
-    assert run_id(resolve(**BASE).identity) == run_id(resolve(**BASE).identity)
-    ident = resolve(**BASE).identity
+    same = run_id(resolve(RunSpec.of(**ar)).identity)
+    assert run_id(resolve(RunSpec.of(**ar, gamma=4, acceptance=0.3)).identity) == same   # AR: no gamma, no acceptance
+    assert run_id(resolve(RunSpec.of(**BASE)).identity) == run_id(resolve(RunSpec.of(**BASE)).identity)
+    ident = resolve(RunSpec.of(**BASE)).identity
     assert ident["hardware_spec"]["pcie_h2d_gbs"] == 25.0 and ident["model_spec"]["n_experts"] == 128
 
 

@@ -1,6 +1,6 @@
 """The coalesced link against the one-event-per-copy link, on random tiny cases.
 
-:class:`sim.link.Link` lands every copy that lands strictly before the next event of another
+:class:`sim.engine.link.Link` lands every copy that lands strictly before the next event of another
 process without a SimPy event (``coalesce=True``, the default). With ``coalesce=False`` each copy
 is its own timeout, as SimPy would run it copy by copy. Both must give the same PCIe, GPU and CPU
 timelines to the bit, the same tallies and the same policy metrics, for every prefetching policy,
@@ -15,15 +15,16 @@ import numpy as np
 import pytest
 import simpy
 
-from sim.config import DraftSpec
-from sim.cost_model import CostModel
-from sim.engine import Engine
-from sim.expert_cache import ExpertCache
-from sim.link import timeout_at
+from sim.machine.specs import DraftSpec
+from sim.machine.cost_model import CostModel
+from sim.engine.decode import Engine
+from sim.protocol.expert_cache import ExpertCache
+from sim.engine.link import timeout_at
 from sim.policies import make_policy
 from sim.protocol import build_context, routing_counts
 from tests.sim.doubles import ROUND_HW, ROUND_MODEL, toy_trace
 from traces.windows import build_schedule
+from sim.engine.decode import EngineOptions
 
 HW, MODEL = ROUND_HW, replace(ROUND_MODEL, n_layers=3, n_experts=8, top_k=2)
 DRAFT = DraftSpec(name="round_draft", params=30000, bytes_per_param=2, n_layers=2, kv_bytes_per_token=16)
@@ -47,7 +48,7 @@ def simulate(name, routing, gamma, n_slots, coalesce):
     ctx = build_context(policy, cost, n_slots, g, 256, 0, profile, sched.counts)
     cache = ExpertCache(MODEL.n_layers, MODEL.n_experts, n_slots)
     policy.reset(ctx, cache)
-    eng = Engine(cost, policy, cache, sched, ctx, context0=250, timeline=True, coalesce=coalesce)
+    eng = Engine(cost, policy, cache, sched, ctx, EngineOptions(context0=250, timeline=True, coalesce=coalesce))
     c = eng.run()
     return eng, c, policy.metrics()
 

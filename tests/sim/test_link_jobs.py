@@ -1,11 +1,11 @@
-"""The link's demand queue (:class:`sim.link.Link`): a layer's waits queued at once land exactly
-when one :meth:`~sim.link.Link.submit` per copy would land them, a block copy is found by any of
-its experts (:meth:`~sim.link.Link.job_of`), and a link of a policy that never prefetches never
+"""The link's demand queue (:class:`sim.engine.link.Link`): a layer's waits queued at once land exactly
+when one :meth:`~sim.engine.link.Link.submit` per copy would land them, a block copy is found by any of
+its experts (:meth:`~sim.engine.link.Link.job_of`), and a link of a policy that never prefetches never
 asks the core for a prefetch."""
 import pytest
 import simpy
 
-from sim.link import Link
+from sim.engine.link import Link
 from sim.protocol import DEMAND, Copy, Wait
 
 

@@ -3,13 +3,13 @@ import dataclasses
 
 import pytest
 
-from sim import config
-from sim.config import ConfigError
-from sim.cost_model import CostModel
+from sim.machine import specs as config
+from sim.machine.specs import ConfigError
+from sim.machine.cost_model import CostModel
 from sim.paths import preset_names
-from sim.specs.machine import HostSpec
-from sim.specs.numa import numa_read
-from sim.specs.quant import FORMATS, bytes_per_weight
+from sim.machine.compose import HostSpec
+from sim.machine.numa import numa_read
+from sim.machine.quant import FORMATS, bytes_per_weight
 
 # conf/hardware/rtx4090_pcie4.yaml before machines were split into parts (commit cb3b2a0)
 OLD_RTX4090 = dict(
@@ -29,7 +29,7 @@ def test_the_paper_machine_composes_to_its_old_flat_numbers():
 
 @pytest.mark.parametrize("runtime", preset_names("runtime"))
 def test_every_runtime_differs_from_custom_cuda_only_where_its_file_says(runtime):
-    from sim.specs.machine import load_yaml
+    from sim.machine.compose import load_yaml
 
     ref = dataclasses.asdict(config.hardware("rtx4090_pcie4", runtime="custom_cuda"))
     got = dataclasses.asdict(config.hardware("rtx4090_pcie4", runtime=runtime))
@@ -107,7 +107,7 @@ def test_quantised_experts_move_fewer_bytes_and_runtime_scales_per_format():
 def test_runtime_policy_lets_every_profile_field_be_set_on_the_command_line():
     """``runtime.<field>=value`` works for every field of a runtime profile: conf/runtime/policy.yaml
     (the default runtime group entry) lists each RuntimeSpec field, so Hydra accepts the override."""
-    from sim.specs.machine import RuntimeSpec, load_yaml
+    from sim.machine.compose import RuntimeSpec, load_yaml
 
     listed = set(load_yaml("runtime", "policy"))
     assert {f.name for f in dataclasses.fields(RuntimeSpec)} <= listed

@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from sim import config
-from sim.config import ConfigError
-from sim.specs.hf_config import derive
-from sim.specs.published import PRESETS, active_basis
-from sim.specs.write_presets import preset_yaml
+from sim.machine import specs as config
+from sim.machine.specs import ConfigError
+from sim.machine.hf_config import derive
+from sim.machine.published import PRESETS, active_basis
+from sim.machine.write_presets import preset_yaml
 
 CLASSES = {"qwen3_moe": "Qwen3MoeConfig", "qwen2_moe": "Qwen2MoeConfig", "deepseek_v2": "DeepseekV2Config",
            "deepseek_v3": "DeepseekV3Config", "mixtral": "MixtralConfig", "gpt_oss": "GptOssConfig",
@@ -34,7 +34,7 @@ def close(derived: float, published: float) -> bool:
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_preset_file_is_the_derivation_of_its_config(name):
     path = config.CONF_DIR / "model" / f"{name}.yaml"
-    assert path.read_text() == preset_yaml(name), "regenerate with python -m sim.specs.write_presets"
+    assert path.read_text() == preset_yaml(name), "regenerate with python -m sim.machine.write_presets"
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -1,4 +1,4 @@
-"""Multi-socket NUMA placement and per-CCD read links (sim/specs/numa.py), on tiny hosts with
+"""Multi-socket NUMA placement and per-CCD read links (sim/machine/numa.py), on tiny hosts with
 hand-computed rates: one node's DRAM and the socket link for first-touch pages, every node and 4x
 the link for interleaved pages, the slowest (remote) thread's latency in Little's law, and a
 chiplet CPU's CCD links capping what its cores can read."""
@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from sim.specs.machine import HostSpec, compose, load_yaml, runtime_spec
-from sim.specs.numa import ccd_read_gbs, numa_read, placement_of
+from sim.machine.compose import HostSpec, compose, load_yaml, runtime_spec
+from sim.machine.numa import ccd_read_gbs, numa_read, placement_of
 
 TWO_SOCKET = dict(name="t2s", cpu="toy 2-socket", kind="desktop", cores=24, sockets=2, mem_channels=4,
                   mem_mts=3125, mem_bw_gbs=100.0, cross_socket_gbs=30.0, isa="avx512", fp32_tflops=2.0,

@@ -6,9 +6,9 @@ import os
 import pandas as pd
 import pytest
 
-from sim import parallel
-from sim.config import ConfigError
-from sim.sweep import execute, expand
+from sim.run import parallel
+from sim.machine.specs import ConfigError
+from sim.run.sweep import execute, expand
 
 BASE = {"cache_ratio": 0.17, "gamma": 4, "gen_tokens": 16, "seed": 0, "prompt_tokens": 256, "context": 4096,
         "acceptance": None, "hardware": "rtx4090_pcie4", "model": "qwen3_30b_a3b", "draft": "qwen3_4b_fp8",
@@ -63,8 +63,8 @@ def test_backend_errors_name_the_key():
 
 def test_a_worker_running_other_code_stops_the_sweep_before_writing(tmp_path, monkeypatch):
     """A node on another commit returns rows whose run_id resume cannot match: refused, named, not written."""
-    import sim.identity as identity
-    import sim.sweep as sweep
+    import sim.run.identity as identity
+    import sim.run.sweep as sweep
 
     real_run = sweep._run
 

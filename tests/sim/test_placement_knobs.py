@@ -7,26 +7,27 @@ import sys
 
 import pytest
 
-from sim import config
-from sim.config import ConfigError
-from sim.cost_model import CostModel
-from sim.memory_plan import GIB, plan_memory
-from sim.runner import run_one
-from sim.specs.published import PRESETS
+from sim.machine import specs as config
+from sim.machine.specs import ConfigError
+from sim.machine.cost_model import CostModel
+from sim.machine.memory_plan import GIB, plan_memory
+from sim.run.runner import run_one
+from sim.machine.published import PRESETS
+from sim.run.spec import RunSpec
 
 SHORT = dict(gen_tokens=16, workload="gsm8k")
 
 
 def test_n_cpu_moe_keeps_the_last_layers_experts_on_the_gpu():
-    res = run_one(policy="llamacpp", policy_args={"n_cpu_moe": 40}, **SHORT)
+    res = run_one(RunSpec.of(policy="llamacpp", policy_args={"n_cpu_moe": 40}, **SHORT))
     assert res.row["n_slots"] == 8 * 128 and res.row["cache_ratio"] == pytest.approx(8 / 48)
     resident = res.engine.cache.resident
     assert resident[40:].all() and not resident[:40].any()
 
 
 def test_slots_per_layer_and_per_layer_gpu_experts():
-    assert run_one(policy="ondemand_lru", slots_per_layer=4, **SHORT).row["n_slots"] == 4 * 48
-    res = run_one(policy="ktransformers", policy_args={"gpu_experts_per_layer": 3}, **SHORT)
+    assert run_one(RunSpec.of(policy="ondemand_lru", slots_per_layer=4, **SHORT)).row["n_slots"] == 4 * 48
+    res = run_one(RunSpec.of(policy="ktransformers", policy_args={"gpu_experts_per_layer": 3}, **SHORT))
     assert (res.engine.cache.resident.sum(axis=1) == 3).all()
 
 

@@ -9,11 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from sim.plan.command import best_per_family, cli_args
+from sim.commands.plan import best_per_family, cli_args
 from sim.plan.enumerate import best_layers, enumerate_all
 from sim.plan.evaluate import Setting, StaticTable, vram_used
 from sim.plan.report import command, ot_pattern
-from sim.runner import run_one
+from sim.run.runner import run_one
+from sim.run.spec import RunSpec
 
 HW = {"gpu": "rtx2080", "host": "hedt_ddr4_4ch", "link": "pcie3_x16"}
 TOKENS = 16
@@ -34,8 +35,8 @@ def test_static_table_equals_the_simpy_engine(policy, args, slots, draft):
     table = StaticTable(setting(draft=draft), policy, all_gpu=slots == 48 * 128)
     ours = table.tps(table.decode_s(table.policy_mask(slots, **args)))
     hw = {**HW, "vram_gib": 24.0}     # the engine's memory check only; costs do not depend on VRAM
-    row = run_one(policy=policy, hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, draft=draft, policy_args=args,
-                  cache_ratio=slots / (48 * 128)).row
+    row = run_one(RunSpec.of(policy=policy, hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, draft=draft, policy_args=args,
+                  cache_ratio=slots / (48 * 128))).row
     assert ours == pytest.approx(row["tps"], rel=1e-9)
 
 
@@ -44,7 +45,7 @@ def test_all_experts_on_the_gpu_is_priced_as_one_graph_forward():
     cands = enumerate_all(setting(vram_budget_gib=None), ["llama_cpp"], [], [])
     n0 = next(c for c in cands if c.knob == "n_cpu_moe" and c.value == 0)
     hw = {**HW, "vram_gib": 24.0}
-    row = run_one(policy="llamacpp", hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, policy_args={"n_cpu_moe": 0}).row
+    row = run_one(RunSpec.of(policy="llamacpp", hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, policy_args={"n_cpu_moe": 0})).row
     assert n0.tps == pytest.approx(row["tps"], rel=1e-9)
 
 
@@ -55,8 +56,8 @@ def test_ngl_equals_the_simpy_engine_and_its_memory_plan(policy, n, draft):
     s = setting(draft=draft)
     table = StaticTable(s, policy, all_gpu=n > 48)     # -ngl 49: everything on the GPU, one graph forward
     hw = {**HW, "vram_gib": 24.0}
-    res = run_one(policy=policy, hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, draft=draft,
-                  policy_args={"gpu_layers": n})
+    res = run_one(RunSpec.of(policy=policy, hardware=hw, quant="q4_k_m", gen_tokens=TOKENS, draft=draft,
+                  policy_args={"gpu_layers": n}))
     assert table.tps(table.ngl_s(n)) == pytest.approx(res.row["tps"], rel=1e-9)
     ours = Setting(**{**s.__dict__, "_cache": {}, "vram_budget_gib": None})
     ours.hardware = hw
@@ -165,8 +166,8 @@ def test_plan_on_a_trace_file_prices_its_routing(tmp_path):
     path = save_trace(synthesize("qwen3_30b_a3b", "humaneval", TOKENS + 1, 3), tmp_path / "mine.npz")
     table = StaticTable(setting(trace=load_trace(path)), "llamacpp")
     ours = table.tps(table.decode_s(table.policy_mask(12 * 128, n_cpu_moe=36)))
-    row = run_one(policy="llamacpp", hardware=HW, quant="q4_k_m", gen_tokens=TOKENS, trace=str(path),
-                  policy_args={"n_cpu_moe": 36}).row
+    row = run_one(RunSpec.of(policy="llamacpp", hardware=HW, quant="q4_k_m", gen_tokens=TOKENS, trace=str(path),
+                  policy_args={"n_cpu_moe": 36})).row
     assert ours == pytest.approx(row["tps"], rel=1e-9)
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from sim.expert_cache import CacheError, ExpertCache
+from sim.protocol.expert_cache import CacheError, ExpertCache
 from sim.protocol import PREFETCH, Copy, ProtocolCore
 from tests.sim.doubles import FetchFIFO
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sim.cost_model import CostModel
+from sim.machine.cost_model import CostModel
 from sim.prefill.costs import PrefillCosts
 from sim.prefill.decision import CostOptimal, TokenThreshold, make_rule
 from sim.prefill.phase import simulate_prefill
@@ -105,7 +105,7 @@ def test_cost_optimal_equals_the_best_of_every_assignment():
 
 
 def test_every_touched_host_expert_is_copied_or_computed_on_the_cpu():
-    from sim import config
+    from sim.machine import specs as config
     from sim.prefill.routing import prompt_routing, ubatch_counts
 
     m = config.model("qwen3_30b_a3b", "q4_k_m", None)

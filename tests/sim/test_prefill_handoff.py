@@ -7,6 +7,7 @@ import pytest
 from sim.prefill.handoff import keeps_cache, land_prefill_copies
 from sim.protocol import ProtocolCore
 from tests.sim.doubles import FetchFIFO, StaticGPU, make_cache, tiny_specs
+from sim.run.spec import RunSpec
 
 
 def core_for(policy, n_slots, initial=()):
@@ -38,19 +39,19 @@ def test_a_static_placement_keeps_its_startup_residency():
 
 
 def test_a_run_with_prefill_reports_ttft_and_starts_from_the_prefill_cache():
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
     args = dict(gen_tokens=16, prompt_tokens=600, quant="q4_k_m", cache_ratio=0.17)
-    off = run_one(policy="ondemand_lru", **args).row
-    on = run_one(policy="ondemand_lru", prefill=True, ubatch=256, **args).row
+    off = run_one(RunSpec.of(policy="ondemand_lru", **args)).row
+    on = run_one(RunSpec.of(policy="ondemand_lru", prefill=True, ubatch=256, **args)).row
     assert math.isnan(off["ttft_s"]) and math.isnan(off["e2e_tok_s"]) and off["prefill_rule"] == ""
     assert on["ttft_s"] > 0 and on["prefill_tok_s"] == pytest.approx(600 / on["ttft_s"])
     assert on["e2e_tok_s"] == pytest.approx(on["gen_tokens"] / (on["ttft_s"] + on["decode_s"]))
     assert on["prefill_rule"] == "optimal" and on["ubatch"] == 256
     assert on["hit_rate"] > off["hit_rate"]          # an LRU cache warmed by the prompt's last copies
     assert on["run_id"] != off["run_id"]
-    static_on = run_one(policy="llamacpp", prefill=True, **args).row
-    static_off = run_one(policy="llamacpp", **args).row
+    static_on = run_one(RunSpec.of(policy="llamacpp", prefill=True, **args)).row
+    static_off = run_one(RunSpec.of(policy="llamacpp", **args)).row
     assert static_on["decode_s"] == static_off["decode_s"] and static_on["prefill_rule"] == "llamacpp"
 
 
@@ -62,9 +63,9 @@ def _policies():
 @pytest.mark.parametrize("policy", _policies())
 def test_every_policy_decodes_from_the_prefill_cache(policy):
     """The handoff goes through each policy's own victims; the decode's tallies stay consistent."""
-    from sim.runner import run_one
+    from sim.run.runner import run_one
 
-    res = run_one(policy=policy, gen_tokens=4, prompt_tokens=96, ubatch=48, prefill=True, quant="q4_k_m")
+    res = run_one(RunSpec.of(policy=policy, gen_tokens=4, prompt_tokens=96, ubatch=48, prefill=True, quant="q4_k_m"))
     row, c = res.row, res.engine.c
     assert row["ttft_s"] > 0 and row["gen_tokens"] == 4
     assert int(res.engine.cache.resident.sum()) <= row["n_slots"]

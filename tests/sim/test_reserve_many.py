@@ -7,7 +7,7 @@ two victims that differ only by swapping layer and expert ids are distinct and m
 import numpy as np
 import pytest
 
-from sim.expert_cache import CacheError, ExpertCache
+from sim.protocol.expert_cache import CacheError, ExpertCache
 from sim.protocol import ProtocolCore
 from sim.protocol.plan import SlotObserver
 from tests.sim.doubles import FetchFIFO

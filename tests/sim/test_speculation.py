@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from sim import config
+from sim.machine import specs as config
 from sim.policies import make_policy
 from sim.speculation.breakeven import breakeven, crossing
 from sim.speculation.fair import equal_vram_slots, run_acceptance
@@ -75,7 +75,7 @@ def test_breakeven_on_a_tiny_grid():
     ("sd_policies=[nope]", "error: sd_policies: unknown policy 'nope'; valid: "),
     ("equal_vram=3", "error: equal_vram=3: must be true or false")])
 def test_breakeven_bad_input_is_one_line_and_exit_2(arg, message, tmp_path):
-    """The breakeven command checks its keys through sim.user_input's RULES, before any run."""
+    """The breakeven command checks its keys through sim.run.user_input's RULES, before any run."""
     import subprocess
     import sys
 

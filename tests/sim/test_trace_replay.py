@@ -1,9 +1,12 @@
 """A replayed trace brings its model, workload and acceptance (QA case D27; captured tiny models)."""
 import numpy as np
 
-from sim.runner import record_acceptance, resolve, run_one, workload_acceptance
+from sim.run.resolve import record_acceptance, resolve
+from sim.run.runner import run_one
+from sim.run.workload import workload_acceptance
 from tests.traces.helpers import small_trace
 from traces.schema import SDRecord
+from sim.run.spec import RunSpec
 
 TINY = {"name": "tiny:qwen3_moe", "n_layers": 3, "n_dense_layers": 0, "n_experts": 8, "top_k": 2,
         "n_shared_experts": 0, "hidden": 64, "moe_intermediate": 32, "expert_params": 6144,
@@ -14,12 +17,12 @@ TINY = {"name": "tiny:qwen3_moe", "n_layers": 3, "n_dense_layers": 0, "n_experts
 def test_a_trace_with_a_model_spec_simulates_without_a_preset():
     tr = small_trace(tokens=40)
     tr.meta.update(model="tiny:qwen3_moe", model_spec=TINY, workload="humaneval")
-    r = resolve(policy="moespac", model=None, workload=None, trace=tr, gen_tokens=32)
+    r = resolve(RunSpec.of(policy="moespac", model=None, workload=None, trace=tr, gen_tokens=32))
     assert r.model.name == "tiny:qwen3_moe" and r.model.n_experts == 8
     assert r.workload == "humaneval" and r.acceptance == workload_acceptance("humaneval") == r.identity["acceptance"]
     tr.meta["acceptance"] = 0.5
-    assert resolve(policy="moespac", model=None, workload=None, trace=tr).acceptance == 0.5
-    row = run_one(policy="moespac", model=None, workload=None, trace=tr, gen_tokens=32).row
+    assert resolve(RunSpec.of(policy="moespac", model=None, workload=None, trace=tr)).acceptance == 0.5
+    row = run_one(RunSpec.of(policy="moespac", model=None, workload=None, trace=tr, gen_tokens=32)).row
     assert row["model"] == "tiny:qwen3_moe" and row["workload"] == "humaneval" and row["gen_tokens"] == 32
     assert row["trace_sha256"] and row["model_spec"].startswith("{")
 

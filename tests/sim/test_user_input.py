@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from sim.__main__ import precheck
-from sim.user_input import Rule, UserInputError, check, check_policy_params
+from sim.run.user_input import Rule, UserInputError, check, check_policy_params
 
 
 @pytest.mark.parametrize("command,args,named", [
@@ -94,7 +94,7 @@ def test_a_broken_runtime_file_is_one_line_before_hydra(tmp_path, monkeypatch):
     import shutil
 
     import sim.paths
-    from sim.config import ConfigError
+    from sim.machine.specs import ConfigError
 
     conf = tmp_path / "conf"
     shutil.copytree(sim.paths.CONF_DIR, conf)

@@ -75,9 +75,9 @@ def test_no_or_unknown_command_prints_usage(argv, capsys):
 
 def test_capture_dispatches_lazily_with_a_dict(monkeypatch, capsys):
     seen = {}
-    fake = types.ModuleType("traces.capture")
+    fake = types.ModuleType("real.capture")
     fake.main = lambda args: seen.update(args) or {"out": "somewhere", "written": 1}
-    monkeypatch.setitem(sys.modules, "traces.capture", fake)
+    monkeypatch.setitem(sys.modules, "real.capture", fake)
     assert main(["capture", "target=tiny", "gamma=4"]) == 0
     assert seen == {"target": "tiny", "gamma": 4}
     assert json.loads(capsys.readouterr().out)["written"] == 1

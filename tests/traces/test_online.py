@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from sim.engine import Engine
+from sim.engine.decode import Engine
 from tests.sim.doubles import RoundCosts, StaticGPU, context_for, make_cache, tiny_specs, toy_trace
 from traces.acceptance import AcceptanceModel
 from traces.online import OnlineSchedule, model_schedule

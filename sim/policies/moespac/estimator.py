@@ -43,6 +43,7 @@ Modes:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,6 +63,32 @@ def transition_table(K: int, W: int, U: int, D: int, binary: bool = False) -> np
     return new.astype(np.int64).ravel()
 
 
+@dataclass(frozen=True)
+class EstimatorConfig:
+    """The estimator's settings: levels ``K``; ``mode`` (one of :data:`MODES`); the inertial
+    thresholds ``up``/``down``; the initial hot fraction ``u_frac0`` and calibration ``gain``; the
+    hot experts wanted per layer (``target``); the largest verify count ``n_max``; the calibration
+    ``scope`` (``global`` or ``layer``)."""
+
+    K: int = 5
+    mode: str = "adaptive"
+    up: int = 5
+    down: int = 1
+    u_frac0: float = 0.5
+    gain: float = 0.3
+    target: float = 1.0
+    n_max: int = 9
+    scope: str = "global"
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"estimator mode {self.mode!r} is not one of {MODES}")
+        if self.K < 1 or self.up < 1 or self.down < 1:
+            raise ValueError(f"need K, up, down >= 1 (got {self.K}, {self.up}, {self.down})")
+        if self.scope not in ("global", "layer"):
+            raise ValueError(f"calibration scope must be 'global' or 'layer', got {self.scope!r}")
+
+
 class UtilityEstimator:
     """Levels of every (layer, expert), updated one layer at a time from verify counts.
 
@@ -70,15 +97,9 @@ class UtilityEstimator:
     :attr:`last_idx`) feeds :class:`~sim.policies.moespac.level_stats.LevelStats`.
     """
 
-    def __init__(self, n_layers: int, n_experts: int, *, K: int = 5, mode: str = "adaptive",
-                 up: int = 5, down: int = 1, u_frac0: float = 0.5, gain: float = 0.3,
-                 target: float = 1.0, n_max: int = 9, scope: str = "global"):
-        if mode not in MODES:
-            raise ValueError(f"estimator mode {mode!r} is not one of {MODES}")
-        if K < 1 or up < 1 or down < 1:
-            raise ValueError(f"need K, up, down >= 1 (got {K}, {up}, {down})")
-        if scope not in ("global", "layer"):
-            raise ValueError(f"calibration scope must be 'global' or 'layer', got {scope!r}")
+    def __init__(self, n_layers: int, n_experts: int, cfg: EstimatorConfig = EstimatorConfig()):
+        K, mode, up, down, gain, scope = cfg.K, cfg.mode, cfg.up, cfg.down, cfg.gain, cfg.scope
+        target, n_max, u_frac0 = cfg.target, cfg.n_max, cfg.u_frac0
         self.K, self.mode, self.up, self.down, self.gain = K, mode, up, down, gain
         self.scope, self.L = scope, n_layers
         self.hot = [0] * n_layers                # |{s >= 1}| per layer after its last update

@@ -27,11 +27,13 @@ loop decodes the target's corrected token on the draft before drafting; every ab
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from sim.policies.base import CPU, GPU, Placement, Policy
 from sim.policies.moespac.balancer import Balancer
-from sim.policies.moespac.estimator import UtilityEstimator
+from sim.policies.moespac.estimator import EstimatorConfig, UtilityEstimator
 from sim.policies.moespac.hot_metrics import HotColdTracker
 from sim.policies.moespac.level_stats import LevelStats
 from sim.policies.moespac.prefetch_queue import PrefetchQueue
@@ -41,6 +43,43 @@ from sim.policies.moespac.score_cache import ScoreTree
 assert GPU == 0 and CPU == 1, "place() encodes GPU/CPU as the resident mask's complement"
 
 
+@dataclass(frozen=True)
+class MoESpAcParams:
+    """MoE-SpAc's parameters (conf/policy/moespac*.yaml): levels ``K``; the estimator (``adaptive``,
+    ``static`` or ``binary``) with its up/down thresholds, initial hot fraction, calibration gain,
+    hot-set target and scope (``global`` or ``layer``), and whether the link's swap capacity counts
+    in the target; the prefetch queue order (``level`` or ``fifo``); the balancer (or a fixed
+    ``tau``); the release rule (``level`` or ``zero``); the eviction order; the decay of the level
+    statistics; overlap, speculation, and the draft's extra decodes per step."""
+
+    K: int = 5
+    estimator: str = "adaptive"
+    up: int = 5
+    down: int = 1
+    u_frac0: float = 0.0
+    calib_gain: float = 0.3
+    hot_target: float = 1.0
+    calib_scope: str = "global"
+    target_link: bool = True
+    queue_order: str = "level"
+    balancer: bool = True
+    tau: int = 1
+    release: str = "level"
+    eviction_order: str = "cyclic"
+    stat_decay: float = 0.999
+    overlap: bool = True
+    speculative: bool = True
+    draft_extra_decodes: int = 1
+
+    def __post_init__(self):
+        if self.queue_order not in ("level", "fifo"):
+            raise ValueError(f"queue_order must be 'level' or 'fifo', got {self.queue_order!r}")
+        if self.release not in ("level", "zero"):
+            raise ValueError(f"release must be 'level' or 'zero', got {self.release!r}")
+        if not 1 <= self.tau <= self.K + 1:
+            raise ValueError(f"tau must lie in 1..K+1 = 1..{self.K + 1}, got {self.tau}")
+
+
 class MoESpAc(Policy):
     """Speculative-utility expert offloading (MoE-SpAc) with ablation switches."""
 
@@ -48,35 +87,27 @@ class MoESpAc(Policy):
     speculative = True
     overlap = True
 
-    def __init__(self, K: int = 5, estimator: str = "adaptive", up: int = 5, down: int = 1,
-                 u_frac0: float = 0.0, calib_gain: float = 0.3, hot_target: float = 1.0,
-                 calib_scope: str = "global", target_link: bool = True, queue_order: str = "level",
-                 balancer: bool = True, tau: int = 1, release: str = "level",
-                 eviction_order: str = "cyclic", stat_decay: float = 0.999,
-                 overlap: bool = True, speculative: bool = True, draft_extra_decodes: int = 1):
-        if queue_order not in ("level", "fifo"):
-            raise ValueError(f"queue_order must be 'level' or 'fifo', got {queue_order!r}")
-        if release not in ("level", "zero"):
-            raise ValueError(f"release must be 'level' or 'zero', got {release!r}")
-        if not 1 <= tau <= K + 1:
-            raise ValueError(f"tau must lie in 1..K+1 = 1..{K + 1}, got {tau}")
-        self.K, self.estimator_mode, self.up, self.down = K, estimator, up, down
-        self.u_frac0, self.calib_gain, self.hot_target = u_frac0, calib_gain, hot_target
-        self.calib_scope, self.target_link, self.queue_order = calib_scope, target_link, queue_order
-        self.use_balancer, self.fixed_tau, self.release = balancer, tau, release
-        self.eviction_order, self.stat_decay = eviction_order, stat_decay
-        self.overlap, self.speculative = overlap, speculative
-        self.draft_extra_decodes = int(draft_extra_decodes)
+    Params = MoESpAcParams
+
+    def __init__(self, params: MoESpAcParams = MoESpAcParams()):
+        p = self.params = params
+        self.K, self.estimator_mode, self.up, self.down = p.K, p.estimator, p.up, p.down
+        self.u_frac0, self.calib_gain, self.hot_target = p.u_frac0, p.calib_gain, p.hot_target
+        self.calib_scope, self.target_link, self.queue_order = p.calib_scope, p.target_link, p.queue_order
+        self.use_balancer, self.fixed_tau, self.release = p.balancer, p.tau, p.release
+        self.eviction_order, self.stat_decay = p.eviction_order, p.stat_decay
+        self.overlap, self.speculative = p.overlap, p.speculative
+        self.draft_extra_decodes = int(p.draft_extra_decodes)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def reset(self, ctx, cache) -> None:
         self.ctx = ctx
         L, E, K = ctx.n_layers, ctx.n_experts, self.K
         n_max = max(1, ctx.gamma + 1)
-        self.est = UtilityEstimator(L, E, K=K, mode=self.estimator_mode, up=self.up, down=self.down,
+        self.est = UtilityEstimator(L, E, EstimatorConfig(K=K, mode=self.estimator_mode, up=self.up, down=self.down,
                                     u_frac0=self.u_frac0, gain=self.calib_gain,
                                     target=1.0, n_max=n_max,
-                                    scope=self.calib_scope)
+                                    scope=self.calib_scope))
         costs = ctx.costs
         W = self.est.W
         self.stats = LevelStats(K, W, n_max, costs.gpu(np.arange(W)), costs.cpu(np.arange(W)),

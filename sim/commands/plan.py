@@ -1,0 +1,178 @@
+"""``python -m sim plan``: enumerate, price and rank the placements; print the best with its command line.
+
+Inputs are checked before anything runs: a bad value stops with one line naming the key, the value
+and the allowed range, exit status 2.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from omegaconf import DictConfig
+
+from sim.machine.specs import ConfigError
+from sim.machine.memory_plan import GIB
+from sim.plan import report
+from sim.plan.enumerate import ENGINES, enumerate_all
+from sim.plan.evaluate import Setting
+from traces.errors import TraceError
+
+PLAN_ONLY = ("engines", "top", "measured", "out", "dynamic", "dynamic_sd")
+LIST_KEYS = ("engines=", "dynamic=", "dynamic_sd=")
+
+
+GROUPS = ("hardware", "gpu", "host", "link", "runtime", "model", "draft", "workload")
+
+
+def cli_args(args: list[str]) -> list[str]:
+    """``engines=a,b`` -> ``engines=[a,b]`` (a comma is a Hydra sweep otherwise); an unknown preset
+    name stops here with one line and exit status 2 (Hydra's own message spans many)."""
+    from sim.paths import preset_names
+
+    out = []
+    for a in args:
+        group, _, name = a.partition("=")
+        if group in GROUPS and name not in preset_names(group):
+            print(f"error: {group}={name}: allowed values are {', '.join(preset_names(group))}", file=sys.stderr)
+            sys.exit(2)
+        key = next((k for k in LIST_KEYS if a.startswith(k)), None)
+        value = a[len(key):] if key else ""
+        out.append(f"{key}[{value}]" if key and "," in value and not value.startswith("[") else a)
+    return out
+
+
+def _int(cfg, key: str, lo: int, hi: int) -> int:
+    v = cfg[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ConfigError(f"{key}={v!r}: must be an integer in {lo}..{hi}")
+    return v
+
+
+def _names(cfg, key: str, allowed) -> list[str]:
+    v = cfg[key]
+    names = [v] if isinstance(v, str) else list(v or [])
+    bad = [n for n in names if n not in allowed]
+    if bad or (key == "engines" and not names):
+        shown = ",".join(map(str, names)) or repr(v)
+        raise ConfigError(f"{key}={shown}: allowed values are {', '.join(allowed)}")
+    return names
+
+
+def check(cfg: DictConfig, n_layers: int) -> dict:
+    """The validated plan options (raises :class:`ConfigError` naming key, value and range)."""
+    from sim.policies.registry import policy_names
+
+    opts = {"context": _int(cfg, "context", 1, 1 << 20), "gen_tokens": _int(cfg, "gen_tokens", 1, 65536),
+            "prompt_tokens": _int(cfg, "prompt_tokens", 0, 1 << 20), "top": _int(cfg, "top", 1, 100),
+            "gamma": _int(cfg, "gamma", 1, 32), "seed": _int(cfg, "seed", 0, 2 ** 31 - 1),
+            "engines": _names(cfg, "engines", ENGINES), "dynamic": _names(cfg, "dynamic", policy_names()),
+            "dynamic_sd": _names(cfg, "dynamic_sd", policy_names())}
+    vb = cfg.vram_budget_gib
+    if vb is not None and not (isinstance(vb, (int, float)) and vb > 0):
+        raise ConfigError(f"vram_budget_gib={vb!r}: must be a number > 0 (GiB) or null")
+    opts["measured"] = None
+    if cfg.measured is not None:
+        try:
+            n, tps = str(cfg.measured).split(":")
+            opts["measured"] = (int(n), float(tps))
+        except ValueError:
+            opts["measured"] = None
+        if opts["measured"] is None or not 0 <= opts["measured"][0] <= n_layers or opts["measured"][1] <= 0:
+            raise ConfigError(f"measured={cfg.measured}: must be N:TPS with N in 0..{n_layers} and TPS > 0")
+    return opts
+
+
+def plan_command(cfg: DictConfig) -> list:
+    """The Hydra task: run the plan, print it, write the figure and the CSV; bad input exits 2."""
+    try:
+        return _plan(cfg)
+    except (ConfigError, TraceError, KeyError, ValueError) as exc:
+        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        sys.exit(2)
+
+
+def _plan(cfg: DictConfig) -> list:
+    from sim.commands.common import choice, output_dir, specs_of
+    from sim.run.workload import check_trace
+    from traces.io import load_trace
+
+    wall = time.perf_counter()
+    specs = specs_of(cfg)
+    setting = Setting(model=specs["model"], hardware=specs["hardware"], runtime=specs["runtime"], quant=cfg.quant,
+                      quant_dense=cfg.quant_dense, draft=specs["draft"]["name"], gamma=cfg.gamma,
+                      context=cfg.context, prompt_tokens=cfg.prompt_tokens, gen_tokens=cfg.gen_tokens, seed=cfg.seed,
+                      workload=choice("workload"), acceptance=cfg.acceptance, vram_budget_gib=cfg.vram_budget_gib)
+    m = setting.spec
+    opts = check(cfg, m.n_layers)
+    if cfg.trace:
+        setting.trace = load_trace(str(cfg.trace))
+        check_trace(setting.trace, m)
+    cands = enumerate_all(setting, opts["engines"], opts["dynamic"], opts["dynamic_sd"])
+    wall = time.perf_counter() - wall
+    out = output_dir(cfg)
+    inputs = {"model": m.name, "quant": m.expert_quant, "quant_dense": m.dense_quant,
+              "hardware": setting.hw("llamacpp").name, "context": cfg.context, "draft": setting.draft,
+              "workload": setting.workload, "trace": cfg.trace or "", "gen_tokens": cfg.gen_tokens,
+              "prompt_tokens": cfg.prompt_tokens, "seed": cfg.seed, "vram_budget_gib": cfg.vram_budget_gib}
+    print(_text(cfg, setting, cands, opts, wall, out))
+    report.write_csv(out / "placements.csv", cands, inputs)
+    report.figure(out / "plan.png", cands, f"{m.name} {m.expert_quant}, {inputs['hardware']}, ctx {cfg.context}",
+                  opts["measured"])
+    print(f"figure: {out / 'plan.png'}; every placement: {out / 'placements.csv'}")
+    return cands
+
+
+def best_per_family(cands: list) -> list:
+    """The fastest fitting placement of each (engine, policy, knob) family, fastest first."""
+    best: dict = {}
+    for c in cands:
+        key = (c.engine, c.policy, c.knob)
+        if c.fits and (key not in best or c.tps > best[key].tps):
+            best[key] = c
+    return sorted(best.values(), key=lambda c: -c.tps)
+
+
+def _sim_args() -> str:
+    from hydra.core.hydra_config import HydraConfig
+
+    return " ".join(a for a in HydraConfig.get().overrides.task if a.split("=")[0] not in PLAN_ONLY)
+
+
+def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> str:
+    m = setting.spec
+    ranked = best_per_family(cands)
+    src = f"trace {cfg.trace}" if cfg.trace else f"{setting.workload} routing (synthetic)"
+    lines = [f"plan: {m.name} ({m.expert_quant} experts, {m.dense_quant} rest) on {setting.hw('llamacpp').name}, "
+             f"context {cfg.context}, {src}, {cfg.gen_tokens} generated tokens",
+             f"evaluated {len(cands)} placements ({sum(c.fits for c in cands)} fit) in {wall:.1f} s"]
+    if not ranked:
+        lines.append("nothing fits: even with every expert on the CPU the rest does not fit in VRAM")
+        return "\n".join(lines)
+    lines.append(f"{'#':>2}  {'tok/s':>7}  {'placement':<58} VRAM")
+    for i, c in enumerate(ranked[:opts["top"]], 1):
+        lines.append(f"{i:>2}  {c.tps:>7.1f}  {report.describe(c, m.n_layers):<58} {report.vram_parts(c)}")
+    best = ranked[0]
+    lines += ["", f"best: {report.describe(best, m.n_layers)}: {best.tps:.1f} tok/s predicted",
+              "  " + report.command(best, m.n_layers, m.n_dense_layers, cfg.context, m.expert_quant, _sim_args()),
+              f"  VRAM {report.vram_parts(best)}"]
+    if best.engine == "dynamic":
+        lines.append("  (a simulated policy: no released engine runs it; the 'or' lines are engine flags)")
+    for c in ranked[1:opts["top"]]:
+        if c.engine != "dynamic":
+            lines.append(f"  or {c.tps:.1f} tok/s: "
+                         + report.command(c, m.n_layers, m.n_dense_layers, cfg.context, m.expert_quant, _sim_args()))
+    if opts["measured"]:
+        n, tps = opts["measured"]
+        pred = next(c for c in cands if c.engine == "llama_cpp" and c.knob == "n_cpu_moe" and c.value == n)
+        lines.append(f"llama.cpp --n-cpu-moe {n}: predicted {pred.tps:.1f} tok/s, measured {tps:g} tok/s "
+                     f"({100 * (pred.tps / tps - 1):+.0f}%); {'fits' if pred.fits else 'does not fit'} in "
+                     f"{pred.plan.vram / GIB:.1f} GiB")
+    runtimes = sorted({c.runtime for c in ranked[:opts["top"]]})
+    said: dict = {}
+    for r in runtimes:
+        said.setdefault(report.confidence(r), []).append(r)
+    lines.append("how sure: " + "; ".join(f"{', '.join(rs)}: {text}" for text, rs in said.items()))
+    if "llama_cpp" in opts["engines"]:
+        lines.append("llama.cpp keeps a layer's experts in one tensor: -ot and --n-cpu-moe place whole layers' "
+                     "experts; a per-expert split is kTransformers' or a dynamic policy's")
+    return "\n".join(lines)

@@ -1,0 +1,218 @@
+"""Checks of what a user types, at the command-line boundary, before any work starts.
+
+One table (:data:`RULES`) declares the type and the allowed range of every top-level number and name
+of every command (``sim run|sweep|breakeven``, ``traces synth|stats``, ``real run``) and of the policy
+parameters that have a range; :func:`check` applies a rule and returns the normalised value or raises
+:class:`UserInputError` with a one-line message naming the key, the value and the allowed range.
+Keys that do not exist are refused with the nearest valid ones (:func:`refuse_unknown`). Policy
+parameters without a rule are type-checked against their preset's value (:func:`check_policy_params`).
+New keys join by adding a row to the table.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+
+from sim.machine.specs import ConfigError
+from sim.prefill.decision import RULES as PREFILL_RULES
+
+
+class UserInputError(ConfigError):
+    """A value or key typed by the user that cannot be used (exit status 2)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a key accepts: ``kind`` int | number | bool | str | choice, bounds (inclusive unless open),
+    ``nullable`` for keys where null means "the default", ``choices`` for kind choice."""
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    nullable: bool = False
+    nonzero: bool = False
+    choices: tuple = ()
+
+    def describe(self) -> str:
+        """The allowed values in words (for error messages)."""
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "choice":
+            return "one of " + ", ".join(map(str, self.choices))
+        if self.kind == "str":
+            return "a name or path"
+        what = "an integer" if self.kind == "int" else "a number"
+        if self.low is not None and self.high is not None:
+            rng = f"{'(' if self.low_open else ''}{self.low:g}..{self.high:g}{']' if self.low_open else ''}"
+            text = f"{what} in {rng}"
+        elif self.low is not None:
+            text = f"{what} {'>' if self.low_open else '>='} {self.low:g}"
+        else:
+            text = what
+        if self.nonzero:
+            text += " other than 0 (-1: all cores)"
+        return text + (" or null" if self.nullable else "")
+
+
+INT0, INT1 = Rule("int", 0), Rule("int", 1)
+RULES: dict[str, Rule] = {
+    # sim run | sweep (and real run, which shares most of them)
+    "cache_ratio": Rule("number", 0, 1),
+    "gamma": INT0,
+    "gen_tokens": INT1,
+    "prompt_tokens": INT0,
+    "context": INT1,
+    "seed": INT0,
+    "acceptance": Rule("number", 0, 1, nullable=True),
+    "n_jobs": Rule("int", nonzero=True),
+    "resume": Rule("bool"),
+    "append": Rule("bool"),
+    "timeline": Rule("bool"),
+    "trace": Rule("str", nullable=True),
+    "experiment": Rule("str"),
+    "out": Rule("str"),
+    "quant": Rule("str", nullable=True),
+    "quant_dense": Rule("str", nullable=True),
+    "slots_per_layer": Rule("int", 0, nullable=True),
+    "vram_budget_gib": Rule("number", 0, low_open=True, nullable=True),
+    "prefill": Rule("bool"),
+    "ubatch": Rule("int", 1, 65536),
+    "prefill_rule": Rule("choice", choices=PREFILL_RULES),
+    "prefill_threshold": INT1,
+    "batch": Rule("int", 1, 64),
+    "stagger": INT0,
+    # sim breakeven (each element of a list)
+    "equal_vram": Rule("bool"),
+    "map": Rule("bool"),
+    "gamma_min": Rule("int", 0, 12),
+    "gamma_max": Rule("int", 1, 12),
+    "acceptances": Rule("number", 0, 1),
+    "ratios": Rule("number", 0, 10),
+    "ar_policies": Rule("str"),
+    "sd_policies": Rule("str"),
+    # drafter preset fields (conf/draft) with a range
+    "draft.acceptance_decay": Rule("number", 0, 1, low_open=True),
+    # the acceptance model (sim run|sweep acceptance_model.KEY; null = the default)
+    "acceptance_model.decay": Rule("number", 0, 1, low_open=True, nullable=True),
+    "acceptance_model.spread": Rule("number", 0, 1, nullable=True),
+    "acceptance_model.burst": Rule("number", 0, 1, nullable=True),
+    "acceptance_model.p_min": Rule("number", 0, 1, nullable=True),
+    "acceptance_model.kappa": Rule("number", 0, low_open=True, nullable=True),
+    "draft.host_us_per_token": Rule("number", 0),
+    # real run
+    "max_new_tokens": INT1,
+    "prompt_len": INT1,
+    "cpu_workers": INT1,
+    "warmup": INT0,
+    "fail_every": INT0,
+    "delay_ms": Rule("number", 0),
+    # traces synth | stats
+    "tokens": INT1,
+    "json": Rule("bool"),
+    "slots": INT0,            # each element of the list
+    # policy parameters with a range (the others are type-checked against their preset)
+    "policy.K": INT1,
+    "policy.tau": INT1,
+    "policy.up": INT1,
+    "policy.down": INT1,
+    "policy.stat_decay": Rule("number", 0, 1, low_open=True),
+    "policy.gpu_layers": Rule("choice", choices=("first", "last")),
+}
+
+
+def check(key: str, value, rule: Rule | None = None):
+    """``value`` of ``key`` checked against its rule (``RULES[key]`` unless given), normalised
+    (integral floats to int); :class:`UserInputError` otherwise."""
+    rule = rule or RULES[key]
+    bad = UserInputError(f"{key}={_show(value)}: must be {rule.describe()}")
+    if value is None:
+        if rule.nullable:
+            return None
+        raise bad
+    if rule.kind == "bool":
+        if not isinstance(value, bool):
+            raise bad
+        return value
+    if rule.kind in ("str", "choice"):
+        if not isinstance(value, str) or not value or (rule.choices and value not in rule.choices):
+            raise bad
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise bad
+    if rule.kind == "int":
+        if float(value) != int(value):
+            raise bad
+        value = int(value)
+    lo_ok = rule.low is None or (value > rule.low if rule.low_open else value >= rule.low)
+    if not lo_ok or (rule.high is not None and value > rule.high) or (rule.nonzero and value == 0):
+        raise bad
+    return value
+
+
+def check_all(values: dict, keys=None) -> dict:
+    """Every key of ``values`` that has a rule (or only ``keys``), checked; returns the normalised dict."""
+    out = dict(values)
+    for key in keys if keys is not None else values:
+        if key in RULES and key in values:
+            out[key] = check(key, values[key])
+    return out
+
+
+def check_acceptance_model(values) -> dict:
+    """The ``acceptance_model`` mapping checked field by field (unknown fields refused); the set
+    (non-null) fields only, so that the default is ``{}`` and leaves a run's identity unchanged."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise UserInputError(f"acceptance_model={_show(values)}: must be a mapping of "
+                             "decay, spread, burst, p_min, kappa")
+    fields = [k.split(".", 1)[1] for k in RULES if k.startswith("acceptance_model.")]
+    refuse_unknown(values, fields, "acceptance_model")
+    checked = {k: check(f"acceptance_model.{k}", v) for k, v in values.items()}
+    return {k: float(v) for k, v in checked.items() if v is not None}
+
+
+def _show(value) -> str:
+    return "null" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def nearest(key: str, valid) -> list[str]:
+    """The valid keys closest to a misspelt ``key`` (at most three)."""
+    return difflib.get_close_matches(key, list(valid), n=3, cutoff=0.5)
+
+
+def refuse_unknown(keys, valid, where: str) -> None:
+    """:class:`UserInputError` for the first of ``keys`` not in ``valid``, naming the nearest valid keys."""
+    valid = sorted(valid)
+    for key in keys:
+        if key not in valid:
+            close = nearest(key, valid)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise UserInputError(f"{where}: unknown key {key!r}{hint} (valid: {', '.join(valid)})")
+
+
+def check_policy_params(name: str, params: dict) -> dict:
+    """The parameters of policy preset ``name`` checked: unknown ones refused with the nearest names,
+    ranges from :data:`RULES`, others of the preset value's type (an int where a float is expected
+    is accepted). Returns the checked parameters."""
+    from sim.policies.registry import policy_preset
+
+    preset = {k: v for k, v in policy_preset(name).items() if k not in ("_target_", "description")}
+    module, cls = policy_preset(name)["_target_"].rsplit(".", 1)
+    import importlib
+
+    valid = set(preset) | getattr(importlib.import_module(module), cls).parameter_names()
+    refuse_unknown(params, valid, f"policy {name}")
+    out = {}
+    for key, value in params.items():
+        full = f"policy.{key}"
+        if full in RULES:
+            out[key] = check(full, value)
+            continue
+        default = preset.get(key)
+        kind = {bool: "bool", int: "number", float: "number", str: "str"}.get(type(default))
+        out[key] = check(full, value, Rule(kind)) if kind and value is not None and default is not None \
+            else value
+    return out

@@ -263,12 +263,11 @@ def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None)
     (a GGUF file, :mod:`sim.specs.gguf_model`), or a mapping (``hf_path`` / ``gguf_path`` in it
     derives from that file, other keys override); ``quant`` sets the
     routed experts' format and ``quant_dense`` the rest (default: ``quant``)."""
-    derived = None                       # a GGUF file's fields: its byte sizes hold while its formats do
+    gguf, given = False, {}             # a GGUF file's byte sizes hold for the formats not overridden
     if isinstance(name_or_cfg, str) and name_or_cfg.startswith("hf:"):
         data, source = _hf(name_or_cfg[3:]), name_or_cfg
     elif isinstance(name_or_cfg, str) and name_or_cfg.startswith("gguf:"):
-        data = derived = _gguf(name_or_cfg[5:])
-        source = name_or_cfg
+        data, source, gguf = _gguf(name_or_cfg[5:]), name_or_cfg, True
     elif isinstance(name_or_cfg, str):
         data, source = load_preset("model", name_or_cfg), f"conf/model/{name_or_cfg}.yaml"
     else:
@@ -278,18 +277,19 @@ def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None)
         if data.get("hf_path"):
             data = {**_hf(data["hf_path"]), **given}
         elif data.get("gguf_path"):
-            derived = _gguf(data["gguf_path"])
-            data = {**derived, **given}
+            data, gguf = {**_gguf(data["gguf_path"]), **given}, True
         data.pop("hf_path", None)
         data.pop("gguf_path", None)
     if quant is not None:
         data = {**data, "quant": quant, "quant_dense": quant_dense or quant}
     elif quant_dense is not None:
         data = {**data, "quant_dense": quant_dense}
-    if derived is not None:
+    if gguf:
         from sim.specs.gguf_model import keep_file_sizes
 
-        data = keep_file_sizes(data, derived)
+        data = keep_file_sizes(data, {k for k in ("quant", "quant_dense") if k in given}
+                               | ({"quant", "quant_dense"} if quant is not None else set())
+                               | ({"quant_dense"} if quant_dense is not None else set()))
     return build_spec(ModelSpec, data, source)
 
 

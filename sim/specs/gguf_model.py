@@ -107,7 +107,7 @@ def tensor_sizes(h: GgufHeader, n_layers: int) -> dict:
         g = groups[key]
         g["elements"] += t.n_elements
         g["bytes"] += t.n_bytes
-        if len(t.shape) > 1:
+        if len(t.shape) > 1 and t.name.endswith(".weight"):     # matrices, not norms or biases
             g["types"][t.ggml_type] += t.n_bytes
     return {**groups, "moe_layers": len(moe_layers)}
 
@@ -165,14 +165,15 @@ def from_path(path) -> dict:
     return from_header(read_header(path))
 
 
-def keep_file_sizes(data: dict, derived: dict) -> dict:
-    """``data`` (the derived fields with overrides) without the file's byte sizes that no longer
-    apply: the experts' when ``quant`` names another format, the rest's when ``quant_dense`` does."""
+def keep_file_sizes(data: dict, overridden: set) -> dict:
+    """``data`` (the file's fields with overrides) without the file's byte sizes that no longer
+    apply: a format given explicitly (``quant`` for the experts, ``quant_dense`` for the rest) is
+    taken whole, since the file mixes several ggml types under each."""
     out = dict(data)
-    if out.get("quant") != derived.get("quant"):
+    if "quant" in overridden:
         out.pop("file_expert_bytes", None)
         out.pop("file_expert_types", None)
-    if out.get("quant_dense") != derived.get("quant_dense"):
+    if "quant_dense" in overridden:
         for key in ("file_non_expert_bytes", "file_embed_bytes", "file_head_bytes"):
             out.pop(key, None)
     return out

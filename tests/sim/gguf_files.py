@@ -60,24 +60,106 @@ def write_gguf(path, arch: str, meta: dict, tensors, split_max_tensors: int = 0,
     return shards
 
 
-def qwen3moe(path, layers: int = 2, hidden: int = 256, experts: int = 4, ffn: int = 256, vocab: int = 512,
-             **kw) -> list[Path]:
-    """A small Qwen3-MoE file: Q4_K experts with Q6_K ``ffn_down`` in layer 0 (as Q4_K_M does),
-    Q8_0 and Q6_K attention, F32 norms and router, Q4_K embedding, Q6_K output head."""
+def _attention(b: str, H: int, nh: int, nkv: int, hd: int) -> list:
+    return [(b + "attn_norm.weight", "f32", (H,)), (b + "attn_q.weight", "q8_0", (H, nh * hd)),
+            (b + "attn_k.weight", "q8_0", (H, nkv * hd)), (b + "attn_v.weight", "q6_k", (H, nkv * hd)),
+            (b + "attn_output.weight", "q8_0", (nh * hd, H)), (b + "ffn_norm.weight", "f32", (H,))]
+
+
+def _ffn(b: str, i: int, H: int, ffn: int, experts: int, per_expert: bool) -> list:
+    """Routed experts of layer ``i``: Q4_K gate/up, Q6_K down in layer 0 (as Q4_K_M mixes them)."""
+    down = "q6_k" if i == 0 else "q4_k"
+    if per_expert:                            # Mixtral files before the merged *_exps tensors
+        return [t for j in range(experts) for t in ((f"{b}ffn_gate.{j}.weight", "q4_k", (H, ffn)),
+                (f"{b}ffn_up.{j}.weight", "q4_k", (H, ffn)), (f"{b}ffn_down.{j}.weight", down, (ffn, H)))]
+    return [(b + "ffn_gate_exps.weight", "q4_k", (H, ffn, experts)), (b + "ffn_up_exps.weight", "q4_k", (H, ffn, experts)),
+            (b + "ffn_down_exps.weight", down, (ffn, H, experts))]
+
+
+def gqa_moe(path, arch: str = "qwen3moe", layers: int = 2, hidden: int = 256, experts: int = 4, ffn: int = 256,
+            vocab: int = 512, dense_layers: int = 0, shared_ffn: int = 0, per_expert: bool = False,
+            extra_layers: int = 0, head_norms: bool = False, meta: dict | None = None, **kw) -> list[Path]:
+    """A small GQA MoE file (4 heads of 64, 2 KV heads): Q8_0/Q6_K attention, F32 norms and router,
+    Q4_K embedding, Q6_K output head; ``dense_layers`` leading dense FFN layers (Q8_0, width 512);
+    ``shared_ffn`` a shared expert of that width per MoE layer (Q8_0, with Qwen2-MoE's gate);
+    ``extra_layers`` more blocks past ``block_count - nextn_predict_layers`` (prediction heads);
+    ``head_norms`` per-head q/k RMSNorm weights (Qwen3)."""
     H, nh, nkv, hd = hidden, 4, 2, 64
     t = [("token_embd.weight", "q4_k", (H, vocab)), ("output_norm.weight", "f32", (H,)),
          ("output.weight", "q6_k", (H, vocab))]
-    for i in range(layers):
+    for i in range(layers + extra_layers):
         b = f"blk.{i}."
-        t += [(b + "attn_norm.weight", "f32", (H,)), (b + "attn_q.weight", "q8_0", (H, nh * hd)),
-              (b + "attn_k.weight", "q8_0", (H, nkv * hd)), (b + "attn_v.weight", "q6_k", (H, nkv * hd)),
-              (b + "attn_output.weight", "q8_0", (nh * hd, H)), (b + "attn_q_norm.weight", "f32", (hd,)),
-              (b + "attn_k_norm.weight", "f32", (hd,)), (b + "ffn_norm.weight", "f32", (H,)),
-              (b + "ffn_gate_inp.weight", "f32", (H, experts)),
-              (b + "ffn_gate_exps.weight", "q4_k", (H, ffn, experts)), (b + "ffn_up_exps.weight", "q4_k", (H, ffn, experts)),
-              (b + "ffn_down_exps.weight", "q6_k" if i == 0 else "q4_k", (ffn, H, experts))]
-    meta = {"block_count": layers, "context_length": 40960, "embedding_length": H, "feed_forward_length": 6144,
-            "expert_feed_forward_length": ffn, "expert_count": experts, "expert_used_count": 2,
-            "attention.head_count": nh, "attention.head_count_kv": nkv, "attention.key_length": hd,
-            "attention.value_length": hd, "general.name": "tiny qwen3moe"}
-    return write_gguf(path, "qwen3moe", meta, t, **kw)
+        t += _attention(b, H, nh, nkv, hd)
+        if head_norms:
+            t += [(b + "attn_q_norm.weight", "f32", (hd,)), (b + "attn_k_norm.weight", "f32", (hd,))]
+        if i < dense_layers:
+            t += [(b + f"ffn_{x}.weight", "q8_0", (H, 512) if x != "down" else (512, H)) for x in ("gate", "up", "down")]
+            continue
+        t += [(b + "ffn_gate_inp.weight", "f32", (H, experts))] + _ffn(b, i, H, ffn, experts, per_expert)
+        if shared_ffn:
+            t += [(b + f"ffn_{x}_shexp.weight", "q8_0", (H, shared_ffn) if x != "down" else (shared_ffn, H))
+                  for x in ("gate", "up", "down")] + [(b + "ffn_gate_inp_shexp.weight", "f32", (H,))]
+    m = {"block_count": layers + extra_layers, "context_length": 40960, "embedding_length": H,
+         "feed_forward_length": 512, "expert_feed_forward_length": ffn, "expert_count": experts, "expert_used_count": 2,
+         "attention.head_count": nh, "attention.head_count_kv": nkv, "attention.key_length": hd,
+         "attention.value_length": hd, "general.name": f"tiny {arch}", **(meta or {})}   # None drops a key
+    if extra_layers:
+        m["nextn_predict_layers"] = extra_layers
+    return write_gguf(path, arch, {k: v for k, v in m.items() if v is not None}, t, **kw)
+
+
+def qwen3moe(path, **kw) -> list[Path]:
+    """A small Qwen3-MoE file (:func:`gqa_moe` plus Qwen3's per-head q/k norms)."""
+    return gqa_moe(path, "qwen3moe", head_norms=True, **kw)
+
+
+def deepseek2(path, mla_keys: bool = True) -> list[Path]:
+    """A small DeepSeek-V2-Lite-like file: 3 layers (the first dense), 8 experts of width 256, one
+    shared expert, MLA (kv_lora_rank 128, rope 32, nope 64, v 64, no q compression).
+    ``mla_keys``: the current converter's keys and split ``attn_k_b``/``attn_v_b``; else the older
+    file (per-head widths in the plain keys, ``attn_kv_b``)."""
+    H, nh, L, E = 256, 4, 3, 8
+    t = [("token_embd.weight", "q4_k", (H, 512)), ("output_norm.weight", "f32", (H,)), ("output.weight", "q6_k", (H, 512))]
+    for i in range(L):
+        b = f"blk.{i}."
+        t += [(b + "attn_norm.weight", "f32", (H,)), (b + "attn_q.weight", "q8_0", (H, nh * 96)),
+              (b + "attn_kv_a_mqa.weight", "q8_0", (H, 160)), (b + "attn_kv_a_norm.weight", "f32", (128,)),
+              (b + "attn_output.weight", "q8_0", (nh * 64, H)), (b + "ffn_norm.weight", "f32", (H,))]
+        t += ([(b + "attn_k_b.weight", "f16", (64, 128, nh)), (b + "attn_v_b.weight", "f16", (128, 64, nh))] if mla_keys
+              else [(b + "attn_kv_b.weight", "f16", (128, nh * 128))])
+        if i == 0:
+            t += [(b + f"ffn_{x}.weight", "q8_0", (H, 512) if x != "down" else (512, H)) for x in ("gate", "up", "down")]
+            continue
+        t += [(b + "ffn_gate_inp.weight", "f32", (H, E)), (b + "exp_probs_b.bias", "f32", (E,))]
+        t += [(b + f"ffn_{x}_exps.weight", "q4_k", (H, 256, E) if x != "down" else (256, H, E)) for x in ("gate", "up", "down")]
+        t += [(b + f"ffn_{x}_shexp.weight", "q8_0", (H, 256) if x != "down" else (256, H)) for x in ("gate", "up", "down")]
+    m = {"block_count": L, "context_length": 163840, "embedding_length": H, "feed_forward_length": 512,
+         "expert_feed_forward_length": 256, "expert_count": E, "expert_used_count": 2, "expert_shared_count": 1,
+         "leading_dense_block_count": 1, "attention.head_count": nh, "attention.kv_lora_rank": 128,
+         "rope.dimension_count": 32}
+    m.update({"attention.head_count_kv": 1, "attention.key_length": 160, "attention.value_length": 128,
+              "attention.key_length_mla": 96, "attention.value_length_mla": 64} if mla_keys else
+             {"attention.head_count_kv": nh, "attention.key_length": 96, "attention.value_length": 64})
+    return write_gguf(path, "deepseek2", m, t)
+
+
+def gpt_oss(path) -> list[Path]:
+    """A small gpt-oss file: 2 layers, 4 MXFP4 experts of width 256 with F32 biases, attention
+    biases and sinks, sliding window 128 on every other layer."""
+    H, nh, nkv, hd, E = 256, 4, 2, 64, 4
+    t = [("token_embd.weight", "q8_0", (H, 512)), ("output_norm.weight", "f32", (H,)), ("output.weight", "q8_0", (H, 512))]
+    for i in range(2):
+        b = f"blk.{i}."
+        for name, shape in (("attn_q", (H, nh * hd)), ("attn_k", (H, nkv * hd)), ("attn_v", (H, nkv * hd)),
+                            ("attn_output", (nh * hd, H))):
+            t += [(b + name + ".weight", "q8_0", shape), (b + name + ".bias", "f32", shape[1:])]
+        t += [(b + "attn_norm.weight", "f32", (H,)), (b + "post_attention_norm.weight", "f32", (H,)),
+              (b + "attn_sinks.weight", "f32", (nh,)), (b + "ffn_gate_inp.weight", "f32", (H, E)),
+              (b + "ffn_gate_inp.bias", "f32", (E,))]
+        for x in ("gate", "up", "down"):
+            t += [(b + f"ffn_{x}_exps.weight", "mxfp4", (H, 256, E)), (b + f"ffn_{x}_exps.bias", "f32", (256, E))]
+    m = {"block_count": 2, "context_length": 131072, "embedding_length": H, "feed_forward_length": 256,
+         "expert_feed_forward_length": 256, "expert_count": E, "expert_used_count": 2, "attention.head_count": nh,
+         "attention.head_count_kv": nkv, "attention.key_length": hd, "attention.value_length": hd,
+         "attention.sliding_window": 128}
+    return write_gguf(path, "gpt-oss", m, t)

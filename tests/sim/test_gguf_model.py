@@ -191,4 +191,4 @@ def test_run_and_plan_commands_take_a_gguf_file(tmp_path, monkeypatch, capsys):
                            f"out={tmp_path / 'plan'}")
     assert code in (0, None), err
     assert f"plan: gguf[gguf_path={path}] ({m.expert_quant} experts, {m.dense_quant} rest)" in out
-    assert f"model=gguf model.gguf_path={path}" in out                       # the command to run the best
+    assert f"llama-server -m {path} -ngl" in out                             # the engine command names the file

@@ -43,9 +43,10 @@ def write_gguf(path, arch: str, meta: dict, tensors, split_max_tensors: int = 0,
             w.add_array(full, value)
         else:
             w.add_string(full, value)
-    if tokens:
+    if tokens:                                # a BPE tokenizer: strings, types and merges
         w.add_token_list([f"t{i}".encode() for i in range(tokens)])
         w.add_token_types([1] * tokens)
+        w.add_token_merges([f"t{i} t{i + 1}" for i in range(tokens - 1)])
     for name, ggml_type, shape in tensors:
         w.add_tensor_info(name, list(reversed(shape)), np.dtype(np.float32), nbytes(ggml_type, shape),
                           raw_dtype=gguf.GGMLQuantizationType[ggml_type.upper()])

@@ -125,10 +125,14 @@ def test_header_reader_agrees_with_the_stock_reader(tmp_path):
     ours, stock = read_header(tmp_path / "q.gguf"), gguf.GGUFReader(tmp_path / "q.gguf")
     assert [(t.name, t.ggml_type, t.n_elements, t.n_bytes) for t in ours.tensors] == [
         (t.name, t.tensor_type.name.lower(), int(t.n_elements), int(t.n_bytes)) for t in stock.tensors]
+    strings = [k for k, f in stock.fields.items() if [t.name for t in f.types] == ["ARRAY", "STRING"]]
+    assert strings == ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"]
     for key, field in stock.fields.items():
-        if key != "tokenizer.ggml.tokens":              # string arrays: skipped, length kept
+        if key in strings:                              # string arrays: skipped, their length kept
+            assert ours.meta[key] == [] and ours.array_len[key] == len(field.contents()), key
+        else:
             assert ours.meta[key] == field.contents(), key
-    assert ours.array_len["tokenizer.ggml.tokens"] == len(stock.fields["tokenizer.ggml.tokens"].contents()) == 30
+    assert ours.array_len == {"tokenizer.ggml.tokens": 30, "tokenizer.ggml.token_type": 30, "tokenizer.ggml.merges": 29}
     assert [t.n_bytes for t in ours.tensors] == [nbytes(t.ggml_type, t.shape) for t in ours.tensors]
 
 
@@ -157,6 +161,13 @@ def test_memory_plan_and_records_use_the_file_sizes(tmp_path):
     assert dataclasses.replace(preset, file_expert_bytes=0).expert_bytes == 9_437_184   # presets unchanged
 
 
+def test_command_line_rewrites_gguf_paths():
+    from sim.__main__ import expand_hf
+
+    assert expand_hf(["model=gguf:/m/A-00001-of-00002.gguf", "model=hf:/c", "gpu=x"]) == [
+        "model=gguf", "model.gguf_path=/m/A-00001-of-00002.gguf", "model=hf", "model.hf_path=/c", "gpu=x"]
+
+
 def _main(monkeypatch, capsys, *args):
     from sim.__main__ import main
 
@@ -172,7 +183,7 @@ def _main(monkeypatch, capsys, *args):
 
 @pytest.mark.slow
 def test_run_and_plan_commands_take_a_gguf_file(tmp_path, monkeypatch, capsys):
-    """A 1 GiB-class file (sparse on disk): 4 layers of 32 experts, hidden 1024."""
+    """A 0.16 GiB file (sparse on disk): 4 layers of 32 experts, hidden 1024, a 32k vocabulary."""
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "Mid-Q4_K_M.gguf"
     gqa_moe(path, "qwen3moe", layers=4, hidden=1024, experts=32, ffn=512, vocab=32768)

@@ -59,14 +59,16 @@ def hf_fields(h: GgufHeader, arch: str) -> dict:
     def g(key, default=None):
         return _scalar(h.meta.get(f"{arch}.{key}", default))
 
-    missing = [k for k in ("block_count", "embedding_length", "attention.head_count", "expert_used_count")
-               if g(k) is None]
+    t = ARCHS[arch]
+    need = ("block_count", "embedding_length", "attention.head_count", "expert_used_count") + (
+        ("rope.dimension_count", "attention.kv_lora_rank", "attention.key_length", "attention.value_length") if t in MLA else ())
+    missing = [k for k in need if g(k) is None]
     if missing:
         raise GgufError(f"gguf:{h.path}: missing metadata {', '.join(f'{arch}.{k}' for k in missing)}")
-    t, shapes = ARCHS[arch], {x.name: x.shape for x in h.tensors}
+    shapes = {x.name: x.shape for x in h.tensors}
     H, nh = int(g("embedding_length")), int(g("attention.head_count"))
     down = next((s for n, s in shapes.items() if re.match(r"blk\.\d+\.ffn_down(_exps|\.0)\.weight$", n)), (0,))
-    inter = int(g("expert_feed_forward_length") or (down[0] if t != "mixtral" else g("feed_forward_length") or down[0]))
+    inter = int(g("expert_feed_forward_length") or down[0] or g("feed_forward_length"))   # Mixtral: no expert key
     embd = shapes.get("token_embd.weight")
     c = dict(model_type=t, num_hidden_layers=int(g("block_count")) - int(g("nextn_predict_layers", 0) or 0),
              hidden_size=H, num_attention_heads=nh, num_key_value_heads=int(g("attention.head_count_kv", nh) or nh),
@@ -90,7 +92,7 @@ def hf_fields(h: GgufHeader, arch: str) -> dict:
 
 
 def tensor_sizes(h: GgufHeader, n_layers: int) -> dict:
-    """Elements, bytes and ggml types (bytes per type) of the file's tensor groups: ``experts``
+    """Elements, bytes and ggml types (bytes per type of the weight matrices) of the file's tensor groups: ``experts``
     (routed), ``embed`` (``token_embd``), ``head`` (``output``), ``other`` (every other weight), and
     ``skipped`` (layers from ``n_layers`` on); ``moe_layers`` counts the layers holding routed experts."""
     groups = {k: {"elements": 0, "bytes": 0, "types": Counter()} for k in ("experts", "embed", "head", "other", "skipped")}
@@ -136,11 +138,15 @@ def _types(types: Counter) -> str:
 def from_header(h: GgufHeader) -> dict:
     """ModelSpec fields of a read GGUF header (the file's own sizes replace the shape-derived counts)."""
     arch = _arch(h)
-    c = hf_fields(h, arch)
     try:
+        c = hf_fields(h, arch)
         spec = derive(c, "", source="")
+    except GgufError:
+        raise
     except UnsupportedConfig as exc:
         raise GgufError(f"gguf:{h.path}: {exc}") from None
+    except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:       # a key of the wrong type or zero
+        raise GgufError(f"gguf:{h.path}: unusable {arch} metadata ({type(exc).__name__}: {exc})") from None
     s = tensor_sizes(h, c["num_hidden_layers"])
     ex, embed, head, other = s["experts"], s["embed"], s["head"], s["other"]
     n = spec["n_layers"] * spec["n_experts"]

@@ -131,7 +131,7 @@ def deepseek2(path, mla_keys: bool = True) -> list[Path]:
         if i == 0:
             t += [(b + f"ffn_{x}.weight", "q8_0", (H, 512) if x != "down" else (512, H)) for x in ("gate", "up", "down")]
             continue
-        t += [(b + "ffn_gate_inp.weight", "f32", (H, E)), (b + "exp_probs_b.bias", "f32", (E,))]
+        t += [(b + "ffn_gate_inp.weight", "f32", (H, E))]
         t += [(b + f"ffn_{x}_exps.weight", "q4_k", (H, 256, E) if x != "down" else (256, H, E)) for x in ("gate", "up", "down")]
         t += [(b + f"ffn_{x}_shexp.weight", "q8_0", (H, 256) if x != "down" else (256, H)) for x in ("gate", "up", "down")]
     m = {"block_count": L, "context_length": 163840, "embedding_length": H, "feed_forward_length": 512,

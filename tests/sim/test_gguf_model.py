@@ -10,7 +10,8 @@ from sim.config import ConfigError
 from sim.identity import spec_record
 from sim.memory_plan import plan_memory
 from sim.specs.gguf_file import GgufError, read_header
-from sim.specs.gguf_model import from_path
+from sim.specs.gguf_model import from_path, hf_fields
+from sim.specs.hf_config import derive
 from tests.sim.gguf_files import deepseek2, gpt_oss, gqa_moe, nbytes, qwen3moe, write_gguf
 
 Q4K, Q6K, Q8_0 = 144 / 256, 210 / 256, 34 / 32       # bytes per weight: block_q4_K, block_q6_K, block_q8_0
@@ -45,8 +46,8 @@ def test_deepseek2_mla_shared_expert_and_dense_layer(tmp_path, mla_keys):
     assert m.attn_params_per_layer == 256 * 4 * 96 + 256 * 160 + 128 * 4 * 128 + 4 * 64 * 256
     assert m.file_expert_bytes == 3 * 256 * 256 * Q4K == 110592
     attn = 2 * 256 * 4 + 256 * 384 * Q8_0 + 256 * 160 * Q8_0 + 128 * 4 + 2 * 32768 * 2 + 256 * 256 * Q8_0
-    dense, moe = 3 * 256 * 512 * Q8_0, 256 * 8 * 4 + 8 * 4 + 3 * 256 * 256 * Q8_0
-    assert m.file_non_expert_bytes == 3 * attn + dense + 2 * moe + 73728 + 1024 + 107520 == 2088000
+    dense, moe = 3 * 256 * 512 * Q8_0, 256 * 8 * 4 + 3 * 256 * 256 * Q8_0
+    assert m.file_non_expert_bytes == 3 * attn + dense + 2 * moe + 73728 + 1024 + 107520 == 2087936
 
 
 def test_gpt_oss_mxfp4_experts_with_biases_and_sliding_window(tmp_path):
@@ -56,6 +57,19 @@ def test_gpt_oss_mxfp4_experts_with_biases_and_sliding_window(tmp_path):
     assert m.file_expert_bytes == 3 * 256 * 256 * 17 // 32 + 3 * 256 * 4 == 107520   # block_mxfp4: 17 B / 32
     assert m.expert_params == 3 * 256 * 256 + 3 * 256
     assert (m.kv_bytes_per_token, m.kv_swa_bytes_per_token, m.sliding_window) == (512, 512, 128)
+
+
+@pytest.mark.parametrize("write", [qwen3moe, deepseek2, lambda p: deepseek2(p, mla_keys=False), gpt_oss])
+def test_file_weights_equal_the_config_json_counts(tmp_path, write):
+    """The weights counted in the file equal what hf_config derives from the same shapes (the module
+    layout of transformers' modeling files): the two mappings agree tensor for tensor."""
+    write(tmp_path / "m.gguf")
+    h = read_header(tmp_path / "m.gguf")
+    arch = h.meta["general.architecture"]
+    counted, derived = from_path(tmp_path / "m.gguf"), derive(hf_fields(h, arch), "x")
+    for key in ("expert_params", "non_expert_params", "attn_params_per_layer", "lm_head_params", "embed_params",
+                "kv_bytes_per_token", "kv_swa_bytes_per_token", "n_layers", "n_dense_layers"):
+        assert counted[key] == derived[key], key
 
 
 @pytest.mark.parametrize("arch, kw, shape", [

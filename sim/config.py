@@ -278,6 +278,8 @@ def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None)
             data = {**_hf(data["hf_path"]), **given}
         elif data.get("gguf_path"):
             data, gguf = {**_gguf(data["gguf_path"]), **given}, True
+        elif "gguf_path" in data:
+            raise ConfigError("model=gguf: give the file, model=gguf:PATH (a .gguf file or a split model's first shard)")
         data.pop("hf_path", None)
         data.pop("gguf_path", None)
     if quant is not None:

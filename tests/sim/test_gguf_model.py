@@ -129,6 +129,8 @@ def test_unsupported_dense_missing_and_corrupt_files_are_one_line(tmp_path):
              "x": "not a readable GGUF file", "missing": "no such file",
              "k": "missing metadata deepseek2.rope.dimension_count, deepseek2.attention.kv_lora_rank$",
              "s": r"unusable qwen3moe metadata \(ValueError: "}
+    with pytest.raises(ConfigError, match=r"^model=gguf: give the file, model=gguf:PATH"):
+        config.model(config.load_preset("model", "gguf"))
     for name, msg in cases.items():
         path = tmp_path / f"{name}.gguf"
         with pytest.raises(ConfigError, match=f"^gguf:{path}: {msg}") as info:

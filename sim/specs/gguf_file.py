@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -47,7 +48,9 @@ class GgufHeader:
     shards: int = 1
 
 
+@lru_cache(maxsize=1)
 def _reader_class():
+    """The reader class (built on first use: ``gguf`` is imported only when a GGUF model is read)."""
     import numpy as np
     from gguf import GGUFReader, GGUFValueType
 
@@ -79,6 +82,8 @@ def _skip_strings(data, offs: int, n: int, order: str) -> int:
     """The offset just past ``n`` length-prefixed strings starting at ``offs``."""
     buf, size, fmt = memoryview(data), len(data), order + "Q"
     unpack = struct.Struct(fmt).unpack_from
+    if n > (size - offs) // 8:                      # a corrupt count: fewer bytes left than lengths
+        raise ValueError(f"a string array of {n} items runs past the end of the file")
     for _ in range(n):
         if offs + 8 > size:
             raise ValueError("a string array runs past the end of the file")

@@ -121,12 +121,17 @@ def test_unsupported_dense_missing_and_corrupt_files_are_one_line(tmp_path):
     for n, cut in (("half", len(whole) // 2), ("header", 300)):
         (tmp_path / f"{n}.gguf").write_bytes(whole[:cut])
     (tmp_path / "x.gguf").write_bytes(b"not a gguf file at all")
+    bad = bytearray(whole)                      # the token count (after key, value type, item type) corrupted
+    at = bad.find(b"tokenizer.ggml.tokens") + len("tokenizer.ggml.tokens") + 8
+    bad[at:at + 8] = (10 ** 15).to_bytes(8, "little")
+    (tmp_path / "count.gguf").write_bytes(bytes(bad))
     gqa_moe(tmp_path / "k.gguf", "deepseek2")                                  # MLA keys missing
     gqa_moe(tmp_path / "s.gguf", meta={"attention.head_count": "four"})         # a key of the wrong type
     cases = {"j": r"architecture 'jamba' is not supported; supported: qwen3moe, qwen2moe, deepseek2, gpt-oss",
              "d": r"a dense model \(architecture 'llama', no routed experts\)",
              "half": "not a readable GGUF file", "header": "not a readable GGUF file",
              "x": "not a readable GGUF file", "missing": "no such file",
+             "count": r"not a readable GGUF file \(a string array of 1000000000000000 items runs past the end",
              "k": "missing metadata deepseek2.rope.dimension_count, deepseek2.attention.kv_lora_rank$",
              "s": r"unusable qwen3moe metadata \(ValueError: "}
     with pytest.raises(ConfigError, match=r"^model=gguf: give the file, model=gguf:PATH"):

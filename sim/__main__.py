@@ -33,11 +33,13 @@ NOT_GROUPS = {"validation"}   # conf/ folders that hold data files, not Hydra co
 
 
 def expand_hf(args: list[str]) -> list[str]:
-    """``model=hf:PATH`` -> ``model=hf model.hf_path=PATH`` (a path is no Hydra preset name)."""
+    """``model=hf:PATH`` -> ``model=hf model.hf_path=PATH`` and ``model=gguf:PATH`` -> ``model=gguf
+    model.gguf_path=PATH`` (a path is no Hydra preset name)."""
     out = []
     for a in args:
-        if a.startswith("model=hf:"):
-            out += ["model=hf", f"model.hf_path={a[len('model=hf:'):]}"]
+        kind = next((k for k in ("hf", "gguf") if a.startswith(f"model={k}:")), None)
+        if kind:
+            out += [f"model={kind}", f"model.{kind}_path={a[len(f'model={kind}:'):]}"]
         else:
             out.append(a)
     return out

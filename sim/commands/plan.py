@@ -114,12 +114,20 @@ def _plan(cfg: DictConfig) -> list:
               "hardware": setting.hw("llamacpp").name, "context": cfg.context, "draft": setting.draft,
               "workload": setting.workload, "trace": cfg.trace or "", "gen_tokens": cfg.gen_tokens,
               "prompt_tokens": cfg.prompt_tokens, "seed": cfg.seed, "vram_budget_gib": cfg.vram_budget_gib}
-    print(_text(cfg, setting, cands, opts, wall, out))
+    print(_model_file(_text(cfg, setting, cands, opts, wall, out), specs["model"]))
     report.write_csv(out / "placements.csv", cands, inputs)
     report.figure(out / "plan.png", cands, f"{m.name} {m.expert_quant}, {inputs['hardware']}, ctx {cfg.context}",
                   opts["measured"])
     print(f"figure: {out / 'plan.png'}; every placement: {out / 'placements.csv'}")
     return cands
+
+
+def _model_file(text: str, model) -> str:
+    """The llama.cpp command lines name the file of a ``model=gguf:PATH`` model instead of ``MODEL.gguf``."""
+    import shlex
+
+    path = model.get("gguf_path") if isinstance(model, dict) else None
+    return text.replace("MODEL.gguf", shlex.quote(str(path))) if path else text
 
 
 def best_per_family(cands: list) -> list:

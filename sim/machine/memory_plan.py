@@ -96,7 +96,7 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
         n_experts_total=total,
         n_slots=int(round(cache_ratio * total)) if n_slots is None else int(n_slots),
         n_layers=model.n_layers, n_experts=model.n_experts, context=context,
-        detail=f" ({model.dense_quant}; experts {model.expert_quant}, {model.attention.upper()} attention)",
+        detail=f" ({model.dense_quant}; experts {model.file_expert_types or model.expert_quant}, {model.attention.upper()} attention)",
     )
     if check and plan.free_for_experts < 0:
         raise ConfigError(

@@ -103,6 +103,14 @@ class ModelSpec:
     sliding_window: int = 0                 # their window (tokens)
     attention: str = "gqa"                  # gqa | mla (how kv_bytes_per_token was derived)
     source: str = ""                        # where the architecture numbers come from
+    # model=gguf:PATH (sim/machine/gguf_model.py): the file's own byte sizes; 0/"" (presets, hf:) = from the formats
+    file_expert_bytes: int = 0              # one routed expert (mean over layers) instead of expert_params x quant
+    file_non_expert_bytes: float = 0.0      # every other weight, token embedding and output head included
+    file_embed_bytes: int = 0               # token_embd (part of file_non_expert_bytes; llama.cpp keeps it in host memory)
+    file_head_bytes: int = 0                # output head (part of file_non_expert_bytes; 0: tied to token_embd)
+    file_expert_types: str = ""             # the routed experts' ggml types by share of bytes ("q4_k 67% + q6_k 33%")
+    OMIT_AT_DEFAULT: ClassVar[tuple] = ("file_expert_bytes", "file_non_expert_bytes", "file_embed_bytes",
+                                        "file_head_bytes", "file_expert_types")   # left out of records when unset
 
     @property
     def expert_quant(self) -> str:
@@ -114,11 +122,16 @@ class ModelSpec:
 
     @property
     def bytes_per_param(self) -> float:
-        """Bytes per weight of everything except the routed experts."""
+        """Bytes per weight of everything except the routed experts (a GGUF file's mean when known)."""
+        if self.file_non_expert_bytes:
+            return self.file_non_expert_bytes / self.non_expert_params
         return PRECISION_BYTES[self.dense_quant]
 
     @property
     def expert_bytes(self) -> int:
+        """Bytes of one routed expert: the file's when known, else its weights in ``expert_quant``."""
+        if self.file_expert_bytes:
+            return int(self.file_expert_bytes)
         return int(self.expert_params * bytes_per_weight(self.expert_quant))
 
     @property
@@ -193,23 +206,39 @@ def hardware(name_or_cfg, runtime=None, default_runtime: str = "custom_cuda") ->
 
 
 def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None) -> ModelSpec:
-    """A :class:`ModelSpec` from a preset name, ``hf:PATH`` (a config.json or its folder), or a
-    mapping (``hf_path`` in it derives from that file, other keys override); ``quant`` sets the
+    """A :class:`ModelSpec` from a preset name, ``hf:PATH`` (a config.json or its folder), ``gguf:PATH``
+    (a GGUF file, :mod:`sim.machine.gguf_model`), or a mapping (``hf_path`` / ``gguf_path`` in it
+    derives from that file, other keys override); ``quant`` sets the
     routed experts' format and ``quant_dense`` the rest (default: ``quant``)."""
+    gguf, given = False, {}             # a GGUF file's byte sizes hold for the formats not overridden
     if isinstance(name_or_cfg, str) and name_or_cfg.startswith("hf:"):
         data, source = _hf(name_or_cfg[3:]), name_or_cfg
+    elif isinstance(name_or_cfg, str) and name_or_cfg.startswith("gguf:"):
+        data, source, gguf = _gguf(name_or_cfg[5:]), name_or_cfg, True
     elif isinstance(name_or_cfg, str):
         data, source = load_preset("model", name_or_cfg), f"conf/model/{name_or_cfg}.yaml"
     else:
         data = name_or_cfg if isinstance(name_or_cfg, dict) else OmegaConf.to_container(name_or_cfg, resolve=True)
         data, source = dict(data), "model"
+        given = {k: v for k, v in data.items() if v is not None and k not in ("hf_path", "gguf_path")}
         if data.get("hf_path"):
-            data = {**_hf(data.pop("hf_path")), **{k: v for k, v in data.items() if v is not None}}
+            data = {**_hf(data["hf_path"]), **given}
+        elif data.get("gguf_path"):
+            data, gguf = {**_gguf(data["gguf_path"]), **given}, True
+        elif "gguf_path" in data:
+            raise ConfigError("model=gguf: give the file, model=gguf:PATH (a .gguf file or a split model's first shard)")
         data.pop("hf_path", None)
+        data.pop("gguf_path", None)
     if quant is not None:
         data = {**data, "quant": quant, "quant_dense": quant_dense or quant}
     elif quant_dense is not None:
         data = {**data, "quant_dense": quant_dense}
+    if gguf:
+        from sim.machine.gguf_model import keep_file_sizes
+
+        data = keep_file_sizes(data, {k for k in ("quant", "quant_dense") if k in given}
+                               | ({"quant", "quant_dense"} if quant is not None else set())
+                               | ({"quant_dense"} if quant_dense is not None else set()))
     return build_spec(ModelSpec, data, source)
 
 
@@ -219,6 +248,16 @@ def _hf(path: str) -> dict:
     try:
         return from_path(path)
     except UnsupportedConfig as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _gguf(path: str) -> dict:
+    from sim.machine.gguf_file import GgufError
+    from sim.machine.gguf_model import from_path
+
+    try:
+        return from_path(path)
+    except GgufError as exc:
         raise ConfigError(str(exc)) from None
 
 

@@ -29,6 +29,9 @@ IDENTITY_COLUMNS = spec.IDENTITY_COLUMNS   # every key a run's identity may hold
 def spec_record(spec) -> dict:
     """Every field of a spec dataclass (or a mapping) as plain JSON-ready values."""
     data = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else dict(spec)
+    for key in getattr(spec, "OMIT_AT_DEFAULT", ()):     # optional fields, unset: records stay as before
+        if not data.get(key):
+            data.pop(key, None)
     return json.loads(json.dumps(data, sort_keys=True, default=str))
 
 

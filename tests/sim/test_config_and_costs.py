@@ -16,7 +16,7 @@ def test_every_preset_builds(group):
     from sim.paths import preset_names
 
     for name in preset_names(group):
-        if (group, name) != ("model", "hf"):    # conf/model/hf.yaml is the model=hf:PATH slot
+        if (group, name) not in (("model", "hf"), ("model", "gguf")):   # the model=hf:PATH and gguf:PATH slots
             getattr(config, group)(name)
 
 

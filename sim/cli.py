@@ -12,7 +12,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from sim.user_input import UserInputError, check_acceptance_model, check_all, check_policy_params, refuse_unknown
+from sim.user_input import (UserInputError, check_acceptance_model, check_all, check_policy_params, refuse_unknown,
+                             threads_override)
 from traces.atomic import atomic_write_bytes, writer_lock
 from traces.settings_diff import differing_keys
 
@@ -94,6 +95,7 @@ def _specs(cfg: DictConfig) -> dict:
     hw = out["hardware"]
     if "host" in c and "cpu" not in hw:
         hw.update(gpu=c["gpu"], host=c["host"], link=c["link"])   # a composition, not a flat machine
+    hw.update(threads_override(c))   # threads=N: the engine's CPU threads (llama.cpp -t N)
     out["runtime"] = c.get("runtime")
     return out
 

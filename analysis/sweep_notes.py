@@ -65,7 +65,7 @@ def flat_footnote(flat: list[str], width: int = 100) -> str:
     """The footnote for :func:`flat_rows` (empty when none)."""
     if not flat:
         return ""
-    text = (f"{FLAT_MARK} same speed on every workload ({', '.join(flat)}): fixed per-operation costs bind "
-            "(per-layer launches, transfers of every expert or whole layers), so its time per token does not "
-            "depend on which experts the routing picks")
+    text = (f"{FLAT_MARK} same speed on every workload ({', '.join(flat)}): its time per token does not depend on "
+            "which experts the routing picks (whole layers' experts on one device, or every expert moved or run "
+            "every step): fixed per-operation costs bind")
     return textwrap.fill(text, width=width, subsequent_indent="  ", break_on_hyphens=False)

@@ -31,10 +31,10 @@ def selected_blocks(pattern, names):
 
 
 def test_int_range_matches_exactly_its_integers_brute_force():
-    for lo in range(0, 125):
-        for hi in range(lo, 125):
+    for lo in range(0, 106):                   # crosses the one-, two- and three-digit boundaries
+        for hi in range(lo, 106):
             r = re.compile("|".join(int_range(lo, hi)))
-            assert [n for n in range(140) if r.fullmatch(str(n))] == list(range(lo, hi + 1)), (lo, hi)
+            assert [n for n in range(115) if r.fullmatch(str(n))] == list(range(lo, hi + 1)), (lo, hi)
     assert int_range(33, 47) == ["3[3-9]", "4[0-7]"] and int_range(0, 32) == ["[0-9]", "[12][0-9]", "3[0-2]"]
     assert any_of([0, 2, 3, 4, 9]) == "(0|[2-4]|9)"
 
@@ -115,7 +115,7 @@ def test_how_sure_counts_points_and_sources_per_runtime(tmp_path):
     path.write_text("points:\n" + "".join(
         f"  - {{id: P{i}, measured_tok_s: 10, source: {src}, grade: A, run: {run}}}\n"
         for i, src in enumerate(["paper-a", "paper-a", "paper-b"])) +
-        f"  - {{id: K1, measured_tok_s: 5, source: paper-a, grade: A, run: {{policy: ktransformers, gpu: rtx4090, "
+        "  - {id: K1, measured_tok_s: 5, source: paper-a, grade: A, run: {policy: ktransformers, gpu: rtx4090, "
         "host: desktop_ddr5_2ch, link: pcie4_x16}}\n")
     support.cache_clear()
     assert support(path) == {"llama_cpp": (3, ("paper-a", "paper-b")), "ktransformers": (1, ("paper-a",))}

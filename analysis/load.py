@@ -96,12 +96,27 @@ def _refuse_mixed(rows: pd.DataFrame) -> None:
                                 "refusing to average them; put them in separate results folders or experiments")
 
 
+def _at_gamma(rows: pd.DataFrame, gamma) -> tuple[pd.DataFrame, dict]:
+    """The autoregressive rows, the speculative rows at ``gamma``, and the rows of each speculative
+    policy never run at ``gamma`` (AdaSpec sets its own: its rows carry its largest draft length) at
+    its most frequent gamma; returns them and {such policy: its gamma}."""
+    sd = rows["gamma"] > 0
+    keep = ~sd | (rows["gamma"] == gamma)
+    done = set(rows.loc[keep & sd, "policy"])
+    own = {}
+    for policy, g in rows[sd & ~rows["policy"].isin(done)].groupby("policy")["gamma"]:
+        own[policy] = int(g.mode()[0])
+        keep |= (rows["policy"] == policy) & (rows["gamma"] == own[policy])
+    return rows[keep], own
+
+
 def main_slice(df: pd.DataFrame, experiment: str | None = None, model: str | None = None) -> Slice:
     """The rows of the main comparison table: one experiment, one setting, simulated runs.
 
     The experiment is ``experiment`` if given, else ``paper_qwen3`` if present, else the one with
     the most policies. Within it the most frequent (model, hardware, cache_ratio, gen_tokens)
-    setting is kept, and the speculative rows at gamma 8 (or else the most frequent gamma).
+    setting is kept, and the speculative rows at gamma 8 (or else the most frequent gamma); a
+    speculative policy never run at that gamma (AdaSpec) keeps its own, and the note says so.
     """
     sim = df[df["source"] == "sim"]
     if model is not None:
@@ -122,12 +137,14 @@ def main_slice(df: pd.DataFrame, experiment: str | None = None, model: str | Non
     sd = rows["gamma"] > 0
     gammas = rows.loc[sd, "gamma"]
     gamma = PAPER_GAMMA if (gammas == PAPER_GAMMA).any() else (int(gammas.mode()[0]) if len(gammas) else None)
-    rows = rows[~sd | (rows["gamma"] == gamma)]
+    rows, own = _at_gamma(rows, gamma)
     _refuse_mixed(rows)
     shown = " | ".join(str(rows[c].iloc[0]) for c in SETTING)
     note = f"experiment {experiment}, setting (model | hardware | cache_ratio | gen_tokens) = {shown}"
     if gamma is not None:
         note += f", speculative policies at gamma={gamma}"
+    if own:
+        note += " (" + ", ".join(f"{p} at its own gamma={g}" for p, g in own.items()) + ": never run at that gamma)"
     if setting.nunique() > 1:
         others = sim[(sim["experiment"] == experiment)]
         note += (f" ({setting.nunique() - 1} other settings of this experiment left out; they differ in "

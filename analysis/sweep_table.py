@@ -6,7 +6,9 @@ heuristic oracles: Belady eviction with perfect prefetch, which know the future;
 nor a bound, see :mod:`sim.bound`) are printed apart from the real policies and never win the
 summary; old result files' names for them (``oracle``, ``oracle_ar``) are read as the new ones. The summary says what the experiment is about: MoE-SpAc
 against llama.cpp with SD (the paper's headline comparison, docs/sources.md) and the fastest real
-policy. ``csv``, ``markdown`` and ``json`` give the same numbers, unrounded except markdown, for
+policy other than the heuristic oracles. The text form adds the setup (header), a legend of the column
+abbreviations and a footnote on rows whose speed is the same on every workload
+(:mod:`analysis.sweep_notes`). ``csv``, ``markdown`` and ``json`` give the same numbers, unrounded except markdown, for
 machines.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 
 import pandas as pd
 
+from analysis import sweep_notes as notes
 from analysis.markdown import table as markdown_table
 from analysis.names import MOESPAC, ORACLES, SD_BASELINE, canonical, display_name, order_workloads
 
@@ -47,7 +50,7 @@ def policy_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary(t: pd.DataFrame, experiment: str) -> str:
-    """What a person came for: MoE-SpAc vs llama.cpp-w/SD, and the fastest real policy (one line each)."""
+    """What a person came for: MoE-SpAc vs llama.cpp-w/SD, and the fastest policy (one line each)."""
     real = t[t.group == "policy"][MEAN]
     lines = []
     if MOESPAC in real and SD_BASELINE in real:
@@ -56,7 +59,7 @@ def summary(t: pd.DataFrame, experiment: str) -> str:
                      f"{b:.2f} tok/s (mean over workloads): {a / b:.2f}x ({100 * (a / b - 1):+.0f}%)")
     if len(real):
         best = real.index[0]
-        lines.append(f"{experiment}: fastest real policy {best} ({display_name(best)}), {real.iloc[0]:.2f} tok/s")
+        lines.append(f"{experiment}: fastest policy {best} ({display_name(best)}), {real.iloc[0]:.2f} tok/s")
     return "\n".join(lines)
 
 
@@ -64,21 +67,27 @@ def _abbrev(w: str) -> str:
     return ABBREV.get(w, w[:6])
 
 
-def _text_block(t: pd.DataFrame, title: str, name_w: int) -> list[str]:
+def _text_block(t: pd.DataFrame, title: str, name_w: int, flat=()) -> list[str]:
     cols = [c for c in t.columns if c != "group"]
     w = max(6, *(len(_abbrev(c)) for c in cols))
     head = f"{title:<{name_w}}" + "".join(f" {_abbrev(c):>{w}}" for c in cols)
-    rows = [f"{p:<{name_w}}" + "".join(f" {v:>{w}.2f}" for v in t.loc[p, cols]) for p in t.index]
+    rows = [f"{p + notes.FLAT_MARK * (p in flat):<{name_w}}" + "".join(f" {v:>{w}.2f}" for v in t.loc[p, cols])
+            for p in t.index]
     return [head] + rows
 
 
-def text_table(t: pd.DataFrame, experiment: str) -> str:
-    """The human form (at most :data:`WIDTH` columns for up to 10 workloads)."""
-    name_w = max(len("heuristics"), *(len(p) for p in t.index))
-    lines = ["simulated tokens per second (mean over runs); rows: policies, fastest first"]
-    lines += _text_block(t[t.group == "policy"], "policy", name_w)
+def text_table(t: pd.DataFrame, experiment: str, df: pd.DataFrame | None = None) -> str:
+    """The human form (at most :data:`WIDTH` columns for up to 10 workloads): the setup of ``df``'s
+    rows, the table, the column legend, the footnote on workload-independent rows, the summary."""
+    name_w = max(len("heuristics"), *(len(p) + 1 for p in t.index))
+    workloads = [c for c in t.columns if c not in ("group", MEAN)]
+    flat = notes.flat_rows(t[t.group == "policy"], workloads)
+    lines = [notes.header(df, WIDTH)] if df is not None else []
+    lines += ["simulated tokens per second (mean over runs); rows: policies, fastest first"]
+    lines += _text_block(t[t.group == "policy"], "policy", name_w, flat)
     if (t.group == "heuristic").any():
         lines += ["", *_text_block(t[t.group == "heuristic"], "heuristics", name_w)]
+    lines += [notes.legend(workloads, _abbrev, WIDTH)] + ([notes.flat_footnote(flat, WIDTH)] if flat else [])
     return "\n".join(lines + ["", summary(t, experiment)])
 
 
@@ -87,7 +96,7 @@ def format_table(df: pd.DataFrame, experiment: str = "", fmt: str = "text") -> s
     check_format(fmt)
     t = policy_table(df)
     if fmt == "text":
-        return text_table(t, experiment)
+        return text_table(t, experiment, df)
     if fmt == "csv":
         return t.rename_axis("policy").to_csv().rstrip("\n")
     if fmt == "markdown":

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from sim.run.user_input import UserInputError, check_acceptance_model, check_all, check_policy_params, refuse_unknown
+from sim.run.user_input import (UserInputError, check_acceptance_model, check_all, check_policy_params, refuse_unknown,
+                                threads_override)
 from traces.atomic import atomic_write_bytes
 from traces.settings_diff import differing_keys
 
@@ -93,6 +94,7 @@ def specs_of(cfg: DictConfig) -> dict:
     hw = out["hardware"]
     if "host" in c and "cpu" not in hw:
         hw.update(gpu=c["gpu"], host=c["host"], link=c["link"])   # a composition, not a flat machine
+    hw.update(threads_override(c))   # threads=N: the engine's CPU threads (llama.cpp -t N)
     out["runtime"] = c.get("runtime")
     return out
 

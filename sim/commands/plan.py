@@ -12,9 +12,10 @@ from omegaconf import DictConfig
 
 from sim.machine.specs import ConfigError
 from sim.machine.memory_plan import GIB
-from sim.plan import report
+from sim.plan import headline, report
 from sim.plan.enumerate import ENGINES, enumerate_all
 from sim.plan.evaluate import Setting
+from sim.plan.flags import EngineArgs
 from traces.errors import TraceError
 
 PLAN_ONLY = ("engines", "top", "measured", "out", "dynamic", "dynamic_sd")
@@ -115,6 +116,7 @@ def _plan(cfg: DictConfig) -> list:
               "workload": setting.workload, "trace": cfg.trace or "", "gen_tokens": cfg.gen_tokens,
               "prompt_tokens": cfg.prompt_tokens, "seed": cfg.seed, "vram_budget_gib": cfg.vram_budget_gib}
     print(_model_file(_text(cfg, setting, cands, opts, wall, out), specs["model"]))
+    headline.write_kt_rules(cands, engine_args(setting, cfg.context), out, f"{m.name} {m.expert_quant}")
     report.write_csv(out / "placements.csv", cands, inputs)
     report.figure(out / "plan.png", cands, f"{m.name} {m.expert_quant}, {inputs['hardware']}, ctx {cfg.context}",
                   opts["measured"])
@@ -156,31 +158,28 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
     if not ranked:
         lines.append("nothing fits: even with every expert on the CPU the rest does not fit in VRAM")
         return "\n".join(lines)
-    lines.append(f"{'#':>2}  {'tok/s':>7}  {'placement':<58} VRAM")
-    for i, c in enumerate(ranked[:opts["top"]], 1):
+    engines = [c for c in ranked if c.engine != "dynamic"]
+    lines.append(f"{'#':>2}  {'tok/s':>7}  {'placement (engines)':<58} VRAM")
+    for i, c in enumerate(engines[:opts["top"]], 1):
         lines.append(f"{i:>2}  {c.tps:>7.1f}  {report.describe(c, m.n_layers):<58} {report.vram_parts(c)}")
-    best = ranked[0]
-    lines += ["", f"best: {report.describe(best, m.n_layers)}: {best.tps:.1f} tok/s predicted",
-              "  " + report.command(best, m.n_layers, m.n_dense_layers, cfg.context, m.expert_quant, _sim_args()),
-              f"  VRAM {report.vram_parts(best)}"]
-    if best.engine == "dynamic":
-        lines.append("  (a simulated policy: no released engine runs it; the 'or' lines are engine flags)")
-    for c in ranked[1:opts["top"]]:
-        if c.engine != "dynamic":
-            lines.append(f"  or {c.tps:.1f} tok/s: "
-                         + report.command(c, m.n_layers, m.n_dense_layers, cfg.context, m.expert_quant, _sim_args()))
+    args = engine_args(setting, cfg.context)
+    lines += headline.engine_lines(ranked, cands, args, m.expert_quant, opts, out)
+    lines += headline.simulator_lines(ranked, m.n_layers, _sim_args(), opts["top"])
     if opts["measured"]:
         n, tps = opts["measured"]
         pred = next(c for c in cands if c.engine == "llama_cpp" and c.knob == "n_cpu_moe" and c.value == n)
         lines.append(f"llama.cpp --n-cpu-moe {n}: predicted {pred.tps:.1f} tok/s, measured {tps:g} tok/s "
                      f"({100 * (pred.tps / tps - 1):+.0f}%); {'fits' if pred.fits else 'does not fit'} in "
                      f"{pred.plan.vram / GIB:.1f} GiB")
-    runtimes = sorted({c.runtime for c in ranked[:opts["top"]]})
-    said: dict = {}
-    for r in runtimes:
-        said.setdefault(report.confidence(r), []).append(r)
-    lines.append("how sure: " + "; ".join(f"{', '.join(rs)}: {text}" for text, rs in said.items()))
+    lines += headline.sure_lines(c.runtime for c in ranked[:opts["top"]] + engines[:1])
     if "llama_cpp" in opts["engines"]:
         lines.append("llama.cpp keeps a layer's experts in one tensor: -ot and --n-cpu-moe place whole layers' "
                      "experts; a per-expert split is kTransformers' or a dynamic policy's")
     return "\n".join(lines)
+
+
+def engine_args(setting: Setting, context: int) -> EngineArgs:
+    """What every llama.cpp command of the plan shares (layers, context, the priced CPU threads)."""
+    m, hw = setting.spec, setting.hw("llamacpp")
+    return EngineArgs(n_layers=m.n_layers, n_dense=m.n_dense_layers, context=context, threads=hw.cpu_threads,
+                      cpu=hw.cpu)

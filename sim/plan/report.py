@@ -27,7 +27,9 @@ KT_METHOD = {"int4": "AMXINT4", "int8": "AMXINT8", "bf16": "BF16", "f16": "BF16"
 
 def ot_pattern(cpu_blocks) -> str:
     """The ``-ot`` argument keeping the routed experts of ``cpu_blocks`` on the CPU."""
-    return '-ot "blk\\.(' + "|".join(str(b) for b in cpu_blocks) + ')\\.ffn_.*_exps\\.=CPU"'
+    from sim.plan.flags import ot_arg
+
+    return f'-ot "{ot_arg(cpu_blocks)}"'
 
 
 def command(c: Candidate, n_layers: int, n_dense: int, context: int, quant: str, sim_args: str) -> str:
@@ -86,21 +88,6 @@ def runtime_error_row(path, runtime: str) -> tuple[str, str] | None:
     table = rest.split("\n\n", 1)[0] if found else ""
     m = re.search(rf"^{re.escape(runtime)}\s+(\d+)\s+(\d+(?:\.\d+)?)%", table, flags=re.M)
     return (m.group(1), m.group(2)) if m else None
-
-
-def confidence(runtime: str) -> str:
-    """The runtime's calibration error: its row of the "by runtime:" table ``python -m sim validate``
-    prints, as docs/fidelity.md quotes it, else a calibration-error comment in its conf/runtime
-    file, else 'uncalibrated'."""
-    m = runtime_error_row(REPO / "docs" / "fidelity.md", runtime)
-    if m:
-        return f"median error {m[1]}% over {m[0]} published points (docs/fidelity.md)"
-    path = CONF_DIR / "runtime" / f"{runtime}.yaml"
-    head = path.read_text() if path.exists() else ""
-    m = re.search(r"^#.*calibration error.*$", head, flags=re.M | re.I)
-    if m:
-        return f"calibrated, conf/runtime/{runtime}.yaml: {m.group(0).lstrip('# ').strip()}"
-    return "uncalibrated (no calibration error in docs/fidelity.md or its conf/runtime file)"
 
 
 def write_csv(path: Path, cands: list[Candidate], inputs: dict) -> None:

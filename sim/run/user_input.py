@@ -83,6 +83,7 @@ RULES: dict[str, Rule] = {
     "prefill_threshold": INT1,
     "batch": Rule("int", 1, 64),
     "stagger": INT0,
+    "threads": Rule("int", 1, 4096, nullable=True),   # llama.cpp -t N (sim run|sweep|plan); null: every core
     # sim breakeven (each element of a list)
     "equal_vram": Rule("bool"),
     "map": Rule("bool"),
@@ -158,6 +159,17 @@ def check_all(values: dict, keys=None) -> dict:
         if key in RULES and key in values:
             out[key] = check(key, values[key])
     return out
+
+
+def threads_override(values: dict) -> dict:
+    """``{"cpu_threads": N}`` for a top-level ``threads=N`` (the engine's CPU threads, llama.cpp
+    ``-t N``; checked against its rule), ``{}`` when absent or null (every core: the default machine).
+    The machine applies it (sim/machine/compose.py ``compose``): CPU compute scales with
+    ``min(N, cores) / cores``; DRAM bandwidth is ``min(socket x eff, N x per-core GB/s)``, the
+    per-core rate by Little's law (lines in flight x 64 B / load latency) where the runtime states
+    it, so bandwidth saturates after a few threads per memory channel."""
+    n = check("threads", values.get("threads"))
+    return {} if n is None else {"cpu_threads": n}
 
 
 def check_acceptance_model(values) -> dict:

@@ -47,7 +47,7 @@ def _sweep_args(tmp_path):
 def test_sweep_prints_table_and_resumes(tmp_path):
     p = sim(*_sweep_args(tmp_path))
     assert p.returncode == 0, p.stderr
-    assert "tokens per second" in p.stdout and "fastest real policy llamacpp" in p.stdout
+    assert "tokens per second" in p.stdout and "fastest policy llamacpp" in p.stdout
     df = pd.read_parquet(tmp_path / "results.parquet")
     assert sorted(df.policy.unique()) == ["llamacpp", "llamacpp_sd"] and len(df) == 4
     mtime = (tmp_path / "results.parquet").stat().st_mtime_ns

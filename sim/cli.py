@@ -18,7 +18,8 @@ from traces.settings_diff import differing_keys
 
 RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
             "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch",
-            "prefill_rule", "prefill_threshold", "batch", "stagger", "equal_vram", "acceptance_model")
+            "prefill_rule", "prefill_threshold", "batch", "stagger", "equal_vram", "acceptance_model",
+            "cache_type_k", "cache_type_v", "flash_attn")
 SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance", "quant",
               "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule",
               "prefill_threshold", "batch", "stagger", "equal_vram", "acceptance_model")

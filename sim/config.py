@@ -248,7 +248,8 @@ def hardware(name_or_cfg, runtime=None, default_runtime: str = "custom_cuda") ->
 def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None) -> ModelSpec:
     """A :class:`ModelSpec` from a preset name, ``hf:PATH`` (a config.json or its folder), or a
     mapping (``hf_path`` in it derives from that file, other keys override); ``quant`` sets the
-    routed experts' format and ``quant_dense`` the rest (default: ``quant``)."""
+    routed experts' format and ``quant_dense`` the rest (default: ``quant``, or the model's own
+    non-expert format when ``quant`` is the model's own expert format)."""
     if isinstance(name_or_cfg, str) and name_or_cfg.startswith("hf:"):
         data, source = _hf(name_or_cfg[3:]), name_or_cfg
     elif isinstance(name_or_cfg, str):
@@ -259,8 +260,9 @@ def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None)
         if data.get("hf_path"):
             data = {**_hf(data.pop("hf_path")), **{k: v for k, v in data.items() if v is not None}}
         data.pop("hf_path", None)
-    if quant is not None:
-        data = {**data, "quant": quant, "quant_dense": quant_dense or quant}
+    if quant is not None:      # the checkpoint's own format keeps its own non-expert format (gpt-oss: BF16)
+        native = data.get("quant_dense") if data.get("quant") == quant else None
+        data = {**data, "quant": quant, "quant_dense": quant_dense or native or quant}
     elif quant_dense is not None:
         data = {**data, "quant_dense": quant_dense}
     return build_spec(ModelSpec, data, source)

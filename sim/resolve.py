@@ -13,6 +13,7 @@ from sim.memory_plan import plan_memory
 from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
 from sim.runner import _check_trace, spec
+from sim.vram import EngineOptions
 from traces.errors import TraceError
 from traces.io import load_trace
 from traces.schema import Trace
@@ -45,7 +46,7 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             slots_per_layer: int | None = None, vram_budget_gib: float | None = None, prefill: bool = False,
             ubatch: int = 512, prefill_rule: str = "auto", prefill_threshold: int = 1024, batch: int = 1,
             stagger: int = 0, equal_vram: bool = False, acceptance_model: dict | None = None,
-            **_ignored) -> Resolved:
+            cache_type_k: str = "f16", cache_type_v: str = "f16", flash_attn: bool = True, **_ignored) -> Resolved:
     """Specs, policy, gamma, draft, trace and acceptance of a run, and its identity, without simulating.
 
     A replayed trace supplies what is not given (``model=None``, ``workload=None``): its recorded
@@ -53,7 +54,8 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     gamma > 0 needs a drafter (``draft=none`` is refused). A policy that chooses its draft length per
     step runs with its largest (:meth:`sim.policies.base.Policy.run_gamma`). ``equal_vram`` gives an
     autoregressive run the VRAM the draft would use as expert slots; ``acceptance_model`` shapes the
-    acceptance (:mod:`sim.speculation`)."""
+    acceptance (:mod:`sim.speculation`); ``cache_type_k`` / ``cache_type_v`` / ``flash_attn`` size
+    llama.cpp's KV cache and compute buffer (:mod:`sim.vram`)."""
     from sim.speculation.fair import equal_vram_slots
     from sim.identity import code_version, spec_record, trace_digest
     from sim.policies.registry import policy_preset
@@ -79,8 +81,9 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     slots = pol.slot_request(m.n_layers, m.n_experts)
     if slots is None and slots_per_layer is not None:
         slots = int(slots_per_layer) * m.n_layers
+    engine = EngineOptions(cache_type_k, cache_type_v, int(ubatch), bool(flash_attn))
     plan = plan_memory(hw, m, d, cache_ratio, context, n_slots=slots, vram_budget_gib=vram_budget_gib,
-                       cpu_layers=pol.cpu_layer_count(m.n_layers))
+                       cpu_layers=pol.cpu_layer_count(m.n_layers), engine=engine)
     if slots is not None:
         cache_ratio = plan.n_slots / (m.n_layers * m.n_experts)
     if equal_vram and g == 0:
@@ -105,6 +108,9 @@ def resolve(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
                                   int(stagger))
     serving.check(opts, trace is not None, policy, pol.adaptive_gamma, int(prompt_tokens))
     ident.update(serving.identity_keys(opts))
+    if engine != EngineOptions(ubatch=engine.ubatch):    # set only when changed: earlier run ids stay
+        ident["engine_memory"] = {"cache_type_k": cache_type_k, "cache_type_v": cache_type_v,
+                                  "flash_attn": bool(flash_attn)}
     return Resolved(hw, m, d, pol, g, workload, acc, trace, plan, float(cache_ratio), ident, opts)
 
 

@@ -121,7 +121,8 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
             vram_budget_gib: float | None = None, table_tokens: int | None = None, prefill: bool = False,
             ubatch: int = 512, prefill_rule: str = "auto", prefill_threshold: int = 1024,
             batch: int = 1, stagger: int = 0, equal_vram: bool = False,
-            acceptance_model: dict | None = None) -> RunResult:
+            acceptance_model: dict | None = None, cache_type_k: str = "f16", cache_type_v: str = "f16",
+            flash_attn: bool = True) -> RunResult:
     """Simulate one (policy, workload, cache_ratio, machine) point; returns its result row.
 
     ``runtime`` (a conf/runtime name or mapping; None: the policy preset's) supplies the
@@ -136,6 +137,8 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
     requests together, request i joining at step ``i * stagger`` (:mod:`sim.serving`).
     ``equal_vram`` (an AR run gets the draft's VRAM as expert slots) and ``acceptance_model``
     (decay, spread, burst, p_min, kappa: :mod:`traces.acceptance`) are :mod:`sim.speculation`'s.
+    ``cache_type_k`` / ``cache_type_v`` / ``flash_attn`` (llama.cpp ``-ctk`` / ``-ctv`` / ``-fa``) size
+    the memory plan of the llama.cpp runtime (:mod:`sim.vram`).
     The row carries the run's identity (:func:`sim.resolve.resolve`) and its ``run_id``."""
     from sim.identity import identity_columns
     from sim.resolve import resolve
@@ -146,7 +149,8 @@ def run_one(policy: str = "llamacpp", workload: str | None = "gsm8k", cache_rati
                 experiment, prompt_tokens, context, policy_args, overlap, runtime, quant, quant_dense,
                 slots_per_layer, vram_budget_gib, prefill=prefill, ubatch=ubatch, prefill_rule=prefill_rule,
                 prefill_threshold=prefill_threshold, batch=batch, stagger=stagger, equal_vram=equal_vram,
-                acceptance_model=acceptance_model)
+                acceptance_model=acceptance_model, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
+                flash_attn=flash_attn)
     hw, m, d, pol, g, trace, plan = r.hw, r.model, r.draft, r.policy, r.gamma, r.trace, r.plan
     if table_tokens is not None:          # a replay's cost-table context changes the numbers
         r.identity["table_tokens"] = int(table_tokens)

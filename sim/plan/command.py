@@ -82,6 +82,17 @@ def check(cfg: DictConfig, n_layers: int) -> dict:
     return opts
 
 
+def _engine_options(cfg: DictConfig):
+    """llama.cpp's memory settings of the plan (``cache_type_k``, ``cache_type_v``, ``flash_attn``), checked."""
+    from sim.user_input import check as check_key
+    from sim.vram import EngineOptions
+
+    get = lambda k, d: cfg.get(k, d)   # noqa: E731
+    return EngineOptions(check_key("cache_type_k", get("cache_type_k", "f16")),
+                         check_key("cache_type_v", get("cache_type_v", "f16")),
+                         flash_attn=check_key("flash_attn", get("flash_attn", True)))
+
+
 def plan_command(cfg: DictConfig) -> list:
     """The Hydra task: run the plan, print it, write the figure and the CSV; bad input exits 2."""
     try:
@@ -101,7 +112,8 @@ def _plan(cfg: DictConfig) -> list:
     setting = Setting(model=specs["model"], hardware=specs["hardware"], runtime=specs["runtime"], quant=cfg.quant,
                       quant_dense=cfg.quant_dense, draft=specs["draft"]["name"], gamma=cfg.gamma,
                       context=cfg.context, prompt_tokens=cfg.prompt_tokens, gen_tokens=cfg.gen_tokens, seed=cfg.seed,
-                      workload=_choice("workload"), acceptance=cfg.acceptance, vram_budget_gib=cfg.vram_budget_gib)
+                      workload=_choice("workload"), acceptance=cfg.acceptance, vram_budget_gib=cfg.vram_budget_gib,
+                      engine=_engine_options(cfg))
     m = setting.spec
     opts = check(cfg, m.n_layers)
     if cfg.trace:
@@ -154,7 +166,7 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
     best = ranked[0]
     lines += ["", f"best: {report.describe(best, m.n_layers)}: {best.tps:.1f} tok/s predicted",
               "  " + report.command(best, m.n_layers, m.n_dense_layers, cfg.context, m.expert_quant, _sim_args()),
-              f"  VRAM {report.vram_parts(best)}"]
+              f"  VRAM {report.vram_parts(best)}", f"  memory plan: {best.plan.summary()}"]
     if best.engine == "dynamic":
         lines.append("  (a simulated policy: no released engine runs it; the 'or' lines are engine flags)")
     for c in ranked[1:opts["top"]]:

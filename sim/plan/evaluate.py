@@ -44,6 +44,7 @@ class Setting:
     trace: Trace | None = None
     acceptance: float | None = None
     vram_budget_gib: float | None = None
+    engine: object = None          # sim.vram.EngineOptions (KV cache types, flash attention); None: defaults
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -97,7 +98,7 @@ class Setting:
         speculative = make_policy(policy).speculative
         return plan_memory(self.hw(policy), self.spec, self.draft_spec(speculative), 0.0, self.context,
                            check=False, n_slots=n_slots, vram_budget_gib=self.vram_budget_gib,
-                           cpu_layers=cpu_layers)
+                           cpu_layers=cpu_layers, engine=self.engine)
 
 
 def fits(plan: MemoryPlan) -> bool:

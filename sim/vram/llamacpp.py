@@ -15,7 +15,12 @@
   F32 ``KQ`` of ``heads x n_ctx x ubatch``), or the MoE phase (when experts live in host memory and
   ``ubatch >= 32``, ggml's scheduler copies one layer's expert tensors into this buffer to run the
   prompt on the GPU). Each phase adds ``c x ubatch x width x 4 B`` of other F32 activations; the
-  three ``c`` are fitted on the published load logs of tests/data/llamacpp_load_logs.yaml.
+  three ``c`` are fitted on the published load logs of tests/data/llamacpp_load_logs.yaml. The
+  expert copy is counted when tensor overrides (``--n-cpu-moe``, ``--cpu-moe``, ``-ot``) keep experts
+  in host memory, as the logs show (gpt-oss-20b ``--cpu-moe``: 456.98 MiB = three 134 MiB expert
+  tensors + activations); not for layers ``-ngl`` leaves whole on the CPU, where the published
+  Mixtral f16 ``-ngl 8`` run on a 24 GB card (Fiddler paper, llama.cpp b2956; point P41) would
+  not have fitted with it.
 - CUDA context: the runtime's ``reserved_gib``.
 
 llama-server's own context default is the model's training context (``common.h``: ``n_ctx = 0 //
@@ -89,7 +94,7 @@ def llamacpp_terms(hw, m, draft, context: int, cpu_layers: int, opts: EngineOpti
     ``n_slots`` (None: unknown) tells whether any routed expert lives in host memory."""
     parts, embed = model_parts(m, cpu_layers)
     total = m.n_layers * m.n_experts
-    host_experts = n_slots is None or n_slots < total
+    host_experts = (n_slots is None or n_slots < total) and cpu_layers == 0   # the module docstring says why
     layers = m.n_layers + m.n_dense_layers
     return VramTerms(
         model=parts, kv=kv_bytes(m, context, opts, (layers - cpu_layers) / layers),

@@ -45,6 +45,18 @@ def test_gpt_oss_20b_n_cpu_moe_12_fits_an_rtx2080(context):
                 quant="mxfp4", context=131072, **SHORT)
 
 
+def test_every_published_training_point_fits():
+    """Each point of conf/validation ran on its machine: its memory plan must fit."""
+    from sim.fidelity.points import load_points, run_kwargs
+    from sim.paths import CONF_DIR
+
+    points = [p for f in sorted((CONF_DIR / "validation").glob("*.yaml")) for p in load_points(f).points]
+    assert len(points) >= 30
+    for p in points:
+        r = resolve(**run_kwargs(p.run, gen_tokens=8))
+        assert r.plan.n_slots <= r.plan.max_slots and r.plan.free_for_experts >= 0, p.id
+
+
 def test_deepseek_v3_int4_ktransformers_fits_an_rtx4080():
     """DeepSeek-V3 with int4 routed experts on the CPU under kTransformers ran on a 16 GB RTX 4080
     (SGLang kt-kernel RFC, sgl-project/sglang issue 11425); its tutorial asks at least 14 GB."""

@@ -87,10 +87,9 @@ def _engine_options(cfg: DictConfig):
     from sim.user_input import check as check_key
     from sim.vram import EngineOptions
 
-    get = lambda k, d: cfg.get(k, d)   # noqa: E731
-    return EngineOptions(check_key("cache_type_k", get("cache_type_k", "f16")),
-                         check_key("cache_type_v", get("cache_type_v", "f16")),
-                         flash_attn=check_key("flash_attn", get("flash_attn", True)))
+    return EngineOptions(check_key("cache_type_k", cfg.get("cache_type_k", "f16")),
+                         check_key("cache_type_v", cfg.get("cache_type_v", "f16")),
+                         flash_attn=check_key("flash_attn", cfg.get("flash_attn", True)))
 
 
 def plan_command(cfg: DictConfig) -> list:

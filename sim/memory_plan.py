@@ -132,4 +132,4 @@ def _engine_plan(plan: MemoryPlan, hw: HardwareSpec, model: ModelSpec, draft: Dr
     if t is None:
         return plan
     return replace(plan, reserved=t.context, non_expert=t.model_bytes, draft=t.draft, kv=t.kv + t.draft_kv,
-                   workspace=t.compute + t.draft_workspace, terms=t)
+                   workspace=t.compute + t.draft_workspace, terms=t, detail=t.formats or plan.detail)

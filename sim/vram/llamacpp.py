@@ -29,7 +29,7 @@ llama-server's own context default is the model's training context (``common.h``
 """
 from __future__ import annotations
 
-from sim.vram.gguf_layout import layout
+from sim.vram.gguf_layout import dense_format, layout
 from sim.vram.options import EngineOptions
 from sim.vram.shapes import shapes
 from sim.vram.terms import GIB, VramTerms
@@ -100,4 +100,5 @@ def llamacpp_terms(hw, m, draft, context: int, cpu_layers: int, opts: EngineOpti
         model=parts, kv=kv_bytes(m, context, opts, (layers - cpu_layers) / layers),
         compute=compute_bytes(m, context, opts, cpu_layers == 0, host_experts),
         context=hw.reserved_gib * GIB, draft=draft.weight_bytes, draft_kv=context * draft.kv_bytes_per_token,
-        draft_workspace=hw.draft_workspace_gib * GIB if draft.params > 0 else 0.0, host_weights=embed)
+        draft_workspace=hw.draft_workspace_gib * GIB if draft.params > 0 else 0.0, host_weights=embed,
+        formats=f" ({dense_format(m)} GGUF; experts {m.expert_quant}, {m.attention.upper()} attention)")

@@ -22,6 +22,7 @@ class VramTerms:
     draft_kv: float = 0.0
     draft_workspace: float = 0.0
     host_weights: float = 0.0
+    formats: str = ""          # the weight formats as the engine stores them, for the plan's headline
 
     @property
     def model_bytes(self) -> float:

@@ -11,17 +11,24 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from sim.run.spec import FLAT_KEYS
 from sim.run.user_input import (UserInputError, check_acceptance_model, check_all, check_policy_params, refuse_unknown,
                                 threads_override)
 from traces.atomic import atomic_write_bytes
 from traces.settings_diff import differing_keys
 
-RUN_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "trace", "acceptance", "experiment", "prompt_tokens",
-            "context", "timeline", "quant", "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch",
-            "prefill_rule", "prefill_threshold", "batch", "stagger", "equal_vram", "acceptance_model")
-SWEEP_ARGS = ("cache_ratio", "gamma", "gen_tokens", "seed", "prompt_tokens", "context", "acceptance", "quant",
-              "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule",
-              "prefill_threshold", "batch", "stagger", "equal_vram", "acceptance_model")
+FROM_GROUPS = ("policy", "policy_args", "overlap", "hardware", "runtime", "model", "draft", "workload")
+
+
+def run_keys(command: str) -> tuple:
+    """The run-specification keys (:data:`sim.run.spec.FLAT_KEYS`) that ``conf/<command>.yaml`` sets at
+    its top level: a new field of the spec is a command-line key once the command's file names it."""
+    from sim.paths import CONF_DIR
+
+    own = set(OmegaConf.load(CONF_DIR / f"{command}.yaml")) - {"defaults"}
+    return tuple(k for k in FLAT_KEYS if k in own and k not in FROM_GROUPS)
+
+
 SPEC_GROUPS = ("hardware", "model", "draft")
 EXPERIMENT_KEYS = ("name", "policies", "workloads", "grid", "description")
 VOLATILE = ("out", "n_jobs", "resume", "append", "timeline", "format", "backend", "ray_address")   # do not change a run's numbers

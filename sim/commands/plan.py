@@ -83,6 +83,16 @@ def check(cfg: DictConfig, n_layers: int) -> dict:
     return opts
 
 
+def _engine_options(cfg: DictConfig):
+    """llama.cpp's memory settings of the plan (``cache_type_k``, ``cache_type_v``, ``flash_attn``), checked."""
+    from sim.run.user_input import check as check_key
+    from sim.machine.vram import MemoryOptions
+
+    return MemoryOptions(check_key("cache_type_k", cfg.get("cache_type_k", "f16")),
+                         check_key("cache_type_v", cfg.get("cache_type_v", "f16")),
+                         flash_attn=check_key("flash_attn", cfg.get("flash_attn", True)))
+
+
 def plan_command(cfg: DictConfig) -> list:
     """The Hydra task: run the plan, print it, write the figure and the CSV; bad input exits 2."""
     try:
@@ -102,7 +112,8 @@ def _plan(cfg: DictConfig) -> list:
     setting = Setting(model=specs["model"], hardware=specs["hardware"], runtime=specs["runtime"], quant=cfg.quant,
                       quant_dense=cfg.quant_dense, draft=specs["draft"]["name"], gamma=cfg.gamma,
                       context=cfg.context, prompt_tokens=cfg.prompt_tokens, gen_tokens=cfg.gen_tokens, seed=cfg.seed,
-                      workload=choice("workload"), acceptance=cfg.acceptance, vram_budget_gib=cfg.vram_budget_gib)
+                      workload=choice("workload"), acceptance=cfg.acceptance, vram_budget_gib=cfg.vram_budget_gib,
+                      engine=_engine_options(cfg))
     m = setting.spec
     opts = check(cfg, m.n_layers)
     if cfg.trace:

@@ -5,7 +5,7 @@ import sys
 
 from omegaconf import DictConfig
 
-from sim.commands.common import RUN_ARGS, choice, output_dir, checked, policy_params, prepare_folder, specs_of, trace_defaults
+from sim.commands.common import choice, run_keys, output_dir, checked, policy_params, prepare_folder, specs_of, trace_defaults
 from traces.atomic import writer_lock
 from sim.run.spec import RunSpec
 
@@ -18,7 +18,7 @@ def run_command(cfg: DictConfig) -> dict:
     from sim.engine.timeline import chrome_trace, gantt_png
 
     out = output_dir(cfg)
-    args = checked(cfg, "run", RUN_ARGS + ("append",))
+    args = checked(cfg, "run", run_keys("run") + ("append",))
     append = bool(args.pop("append"))
     policy = choice("policy") or str(cfg.policy.get("name", "moespac"))
     params = policy_params(cfg, policy)

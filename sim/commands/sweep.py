@@ -5,7 +5,7 @@ import sys
 
 from omegaconf import DictConfig, OmegaConf
 
-from sim.commands.common import EXPERIMENT_KEYS, SWEEP_ARGS, checked, output_dir, prepare_folder, specs_of
+from sim.commands.common import EXPERIMENT_KEYS, checked, run_keys, output_dir, prepare_folder, specs_of
 from sim.run.user_input import refuse_unknown
 from traces.atomic import writer_lock
 
@@ -22,10 +22,11 @@ def sweep_command(cfg: DictConfig) -> None:
     out = output_dir(cfg)
     check_format(str(cfg.format))
     check_backend(str(cfg.backend), cfg.ray_address)
-    top = checked(cfg, "sweep", SWEEP_ARGS + ("n_jobs", "resume", "append"))
+    keys = tuple(k for k in run_keys("sweep") if k != "timeline")
+    top = checked(cfg, "sweep", keys + ("n_jobs", "resume", "append"))
     exp = OmegaConf.to_container(cfg.experiment, resolve=True)
     refuse_unknown(list(exp), EXPERIMENT_KEYS, "experiment")
-    base = {k: top[k] for k in SWEEP_ARGS}
+    base = {k: top[k] for k in keys}
     base.update(specs_of(cfg), experiment=exp.get("name", "adhoc"))
     runs = expand(base, exp.get("policies", "all"), exp.get("workloads") or [], exp.get("grid") or {})
     run_ids(runs)

@@ -152,7 +152,18 @@ def from_path(path: str) -> dict:
     spec = derive(cfg, f"hf:{name}", source=f"hf:{path}")
     dtype = cfg.get("dtype") or cfg.get("torch_dtype")
     spec["precision"] = DTYPES.get(dtype, "bf16")
-    method = (cfg.get("quantization_config") or {}).get("quant_method")
-    if method in ("mxfp4", "fp8"):
-        spec["quant"] = method       # the checkpoint's expert format (gpt-oss: MXFP4, DeepSeek-V3: FP8)
+    qc = cfg.get("quantization_config") or {}
+    if qc.get("quant_method") in ("mxfp4", "fp8"):
+        spec["quant"] = qc["quant_method"]   # the checkpoint's expert format (gpt-oss: MXFP4, DeepSeek-V3: FP8)
+        if keeps_dense(qc.get("modules_to_not_convert")):
+            spec["quant_dense"] = spec["precision"]
     return spec
+
+
+def keeps_dense(modules) -> bool:
+    """Whether ``quantization_config.modules_to_not_convert`` keeps the non-expert weights in the
+    checkpoint's dtype: gpt-oss lists ``model.layers.*.self_attn``, ``model.layers.*.mlp.router``,
+    ``model.embed_tokens`` and ``lm_head`` (huggingface.co/openai/gpt-oss-20b config.json), so only
+    its experts are MXFP4."""
+    names = " ".join(modules or [])
+    return "self_attn" in names and ("lm_head" in names or "embed_tokens" in names)

@@ -31,6 +31,7 @@ class MemoryPlan:
     n_experts: int = 1
     context: int = 0
     detail: str = ""
+    terms: object = None        # sim.machine.vram.VramTerms when the runtime's engine places VRAM its own way
 
     @property
     def free_for_experts(self) -> float:
@@ -52,6 +53,8 @@ class MemoryPlan:
                 f"policy.n_cpu_moe>={self.n_layers - whole} (experts of {whole} of {self.n_layers} layers on the GPU)")
 
     def summary(self) -> str:
+        if self.terms is not None:
+            return f"VRAM {self.vram / GIB:.1f} GiB{self.detail}: {self.terms.render(self.n_slots * self.expert_bytes)}"
         parts = [("reserved", self.reserved), (f"non-expert weights{self.detail}", self.non_expert),
                  ("draft", self.draft), (f"KV cache ({self.context} tokens)", self.kv), ("workspace", self.workspace),
                  (f"{self.n_slots} expert slots", self.n_slots * self.expert_bytes)]
@@ -61,14 +64,16 @@ class MemoryPlan:
     def report(self) -> str:
         """The plan as lines: each part, what is left, and the largest setting that fits."""
         used = self.vram - self.free_for_experts + self.n_slots * self.expert_bytes
+        host = (f"; token embedding in host memory {self.terms.host_weights / GIB:.2f} GiB"
+                if self.terms is not None and self.terms.host_weights else "")
         return "\n".join([f"memory plan: {self.summary()}",
-                          f"  used {used / GIB:.2f} of {self.vram / GIB:.2f} GiB; one expert {self.expert_bytes / 2**20:.2f} MiB",
+                          f"  used {used / GIB:.2f} of {self.vram / GIB:.2f} GiB; one expert {self.expert_bytes / 2**20:.2f} MiB{host}",
                           f"  largest that fits: {self.largest_settings()}"])
 
 
 def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_ratio: float,
                 context: int = 4096, check: bool = True, n_slots: int | None = None,
-                vram_budget_gib: float | None = None, cpu_layers: int = 0) -> MemoryPlan:
+                vram_budget_gib: float | None = None, cpu_layers: int = 0, engine=None) -> MemoryPlan:
     """Turn ``cache_ratio`` (or ``n_slots``, when an engine knob sets them) into slots and check
     that everything fits in VRAM (or in ``vram_budget_gib`` of it).
 
@@ -76,7 +81,9 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
     most their window); the workspace is the runtime's ``workspace_gib`` plus its
     ``draft_workspace_gib`` when a draft runs; ``cpu_layers`` MoE layers computed whole on the CPU
     (``-ngl``) keep their attention, router and shared-expert weights and their KV in host DRAM. With ``check=False`` an over-full plan is returned
-    anyway (for what-if tables).
+    anyway (for what-if tables). Under the llama.cpp and kTransformers runtimes the parts are those
+    engines' own placement (:mod:`sim.machine.vram`), with ``engine`` (:class:`sim.machine.vram.MemoryOptions`:
+    KV cache types, micro-batch, flash attention) or its defaults.
     """
     if not 0.0 <= cache_ratio <= 1.0:
         raise ConfigError(f"cache_ratio must lie in 0..1, got {cache_ratio}")
@@ -98,6 +105,7 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
         n_layers=model.n_layers, n_experts=model.n_experts, context=context,
         detail=f" ({model.dense_quant}; experts {model.file_expert_types or model.expert_quant}, {model.attention.upper()} attention)",
     )
+    plan = _engine_plan(plan, hw, model, draft, context, cpu_layers, engine)
     if check and plan.free_for_experts < 0:
         raise ConfigError(
             f"{model.name} + draft {draft.name} do not fit on {hw.name} even without expert slots: "
@@ -111,3 +119,17 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
             f"The largest ratio that fits is {plan.max_ratio:.3f} ({plan.max_slots} slots); "
             f"largest settings: {plan.largest_settings()}. {plan.summary()}")
     return plan
+
+
+def _engine_plan(plan: MemoryPlan, hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, context: int,
+                 cpu_layers: int, engine) -> MemoryPlan:
+    """``plan`` with its parts replaced by the runtime's engine placement (:mod:`sim.machine.vram`), if it has one."""
+    from dataclasses import replace
+
+    from sim.machine.vram import engine_terms
+
+    t = engine_terms(hw, model, draft, context, cpu_layers, engine, plan.n_slots)
+    if t is None:
+        return plan
+    return replace(plan, reserved=t.context, non_expert=t.model_bytes, draft=t.draft, kv=t.kv + t.draft_kv,
+                   workspace=t.compute + t.draft_workspace, terms=t, detail=t.formats or plan.detail)

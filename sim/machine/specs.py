@@ -208,8 +208,9 @@ def hardware(name_or_cfg, runtime=None, default_runtime: str = "custom_cuda") ->
 def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None) -> ModelSpec:
     """A :class:`ModelSpec` from a preset name, ``hf:PATH`` (a config.json or its folder), ``gguf:PATH``
     (a GGUF file, :mod:`sim.machine.gguf_model`), or a mapping (``hf_path`` / ``gguf_path`` in it
-    derives from that file, other keys override); ``quant`` sets the
-    routed experts' format and ``quant_dense`` the rest (default: ``quant``)."""
+    derives from that file, other keys override); ``quant`` sets the routed experts' format and
+    ``quant_dense`` the rest (default: ``quant``, or the model's own non-expert format when ``quant``
+    is the model's own expert format)."""
     gguf, given = False, {}             # a GGUF file's byte sizes hold for the formats not overridden
     if isinstance(name_or_cfg, str) and name_or_cfg.startswith("hf:"):
         data, source = _hf(name_or_cfg[3:]), name_or_cfg
@@ -229,8 +230,9 @@ def model(name_or_cfg, quant: str | None = None, quant_dense: str | None = None)
             raise ConfigError("model=gguf: give the file, model=gguf:PATH (a .gguf file or a split model's first shard)")
         data.pop("hf_path", None)
         data.pop("gguf_path", None)
-    if quant is not None:
-        data = {**data, "quant": quant, "quant_dense": quant_dense or quant}
+    if quant is not None:      # the checkpoint's own format keeps its own non-expert format (gpt-oss: BF16)
+        native = data.get("quant_dense") if data.get("quant") == quant else None
+        data = {**data, "quant": quant, "quant_dense": quant_dense or native or quant}
     elif quant_dense is not None:
         data = {**data, "quant_dense": quant_dense}
     if gguf:

@@ -4,7 +4,7 @@ per engine, reused by every placement.
 A static placement (llama.cpp, kTransformers: a fixed GPU expert mask, nothing moves at decode) has
 no state across layers, so a decode step costs the fixed parts (draft, embeddings and lm_head,
 attention) plus, per MoE layer, ``max(T_gpu, T_cpu) + sync`` (sync only when CPU experts ran) — the
-same recurrence as :class:`sim.engine.decode.Engine` and :mod:`tests.sim.fast_eval`, vectorised over steps and
+same recurrence as :class:`sim.engine.decode.decode.decode.Engine` and :mod:`tests.sim.fast_eval`, vectorised over steps and
 experts. Each layer's seconds depend only on its own mask row, so whole-layer placements
 (``--n-cpu-moe N``, ``-ot`` layer sets) are sums of two per-layer vectors: two evaluations price
 all 2^L of them. The tests check every number here against the SimPy engine.
@@ -44,6 +44,7 @@ class Setting:
     trace: Trace | None = None
     acceptance: float | None = None
     vram_budget_gib: float | None = None
+    engine: object = None          # sim.machine.vram.MemoryOptions (KV cache types, flash attention); None: defaults
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -97,7 +98,7 @@ class Setting:
         speculative = make_policy(policy).speculative
         return plan_memory(self.hw(policy), self.spec, self.draft_spec(speculative), 0.0, self.context,
                            check=False, n_slots=n_slots, vram_budget_gib=self.vram_budget_gib,
-                           cpu_layers=cpu_layers)
+                           cpu_layers=cpu_layers, engine=self.engine)
 
 
 def fits(plan: MemoryPlan) -> bool:

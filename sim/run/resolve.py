@@ -10,6 +10,7 @@ import numpy as np
 
 from sim.machine import specs as config
 from sim.machine.memory_plan import plan_memory
+from sim.machine.vram import MemoryOptions
 from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
 from sim.run import requests
@@ -71,8 +72,9 @@ def resolve(spec: RunSpec) -> Resolved:
     slots = pol.slot_request(m.n_layers, m.n_experts)
     if slots is None and mem.slots_per_layer is not None:
         slots = int(mem.slots_per_layer) * m.n_layers
+    engine = MemoryOptions(mem.cache_type_k, mem.cache_type_v, int(spec.serving.ubatch), bool(mem.flash_attn))
     plan = plan_memory(hw, m, d, mem.cache_ratio, mem.context, n_slots=slots, vram_budget_gib=mem.vram_budget_gib,
-                       cpu_layers=pol.cpu_layer_count(m.n_layers))
+                       cpu_layers=pol.cpu_layer_count(m.n_layers), engine=engine)
     cache_ratio = plan.n_slots / (m.n_layers * m.n_experts) if slots is not None else mem.cache_ratio
     if mem.equal_vram and g == 0:
         plan = replace(plan, n_slots=equal_vram_slots(hw, m, preset_spec("draft", sp.draft), cache_ratio, mem.context))

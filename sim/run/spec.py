@@ -67,13 +67,18 @@ class WorkloadChoice:
 @dataclass(frozen=True)
 class MemoryChoice:
     """Where experts may live: the cacheable share of experts, or slots per layer, a VRAM cap, the KV
-    context reserved, and ``equal_vram`` (an AR policy gets the draft's VRAM as slots)."""
+    context reserved, ``equal_vram`` (an AR policy gets the draft's VRAM as slots), and the KV cache
+    element types and flash attention that size llama.cpp's KV cache and compute buffer
+    (``-ctk`` / ``-ctv`` / ``-fa``, :mod:`sim.machine.vram`)."""
 
     cache_ratio: float = 0.17
     slots_per_layer: int | None = None
     vram_budget_gib: float | None = None
     context: int = 4096
     equal_vram: bool = False
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    flash_attn: bool = True
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,10 @@ from sim.machine.specs import ConfigError
 from sim.paths import preset_names
 from sim.run.results import RESULTS_FILE, append_rows, done_ids, read_table
 from sim.run.user_input import RULES, check
-from sim.run.spec import RunSpec
+from sim.run.spec import FLAT_KEYS, RunSpec
 
-AXES = ("cache_ratio", "gamma", "gen_tokens", "seed", "hardware", "model", "draft", "acceptance", "runtime", "quant",
-        "quant_dense", "slots_per_layer", "vram_budget_gib", "prefill", "ubatch", "prefill_rule", "prefill_threshold",
-        "batch", "stagger", "equal_vram")
+AXES = tuple(k for k in FLAT_KEYS if k not in ("policy", "policy_args", "overlap", "workload", "trace", "experiment",
+                                             "timeline", "table_tokens"))   # what an experiment's grid may vary
 
 
 def expand(base: dict, policies, workloads: list, grid: dict) -> list[dict]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from sim.machine.specs import ConfigError
 from sim.prefill.decision import RULES as PREFILL_RULES
+from sim.machine.vram.options import CACHE_TYPE_BYTES
 
 
 class UserInputError(ConfigError):
@@ -79,6 +80,9 @@ RULES: dict[str, Rule] = {
     "vram_budget_gib": Rule("number", 0, low_open=True, nullable=True),
     "prefill": Rule("bool"),
     "ubatch": Rule("int", 1, 65536),
+    "cache_type_k": Rule("choice", choices=tuple(CACHE_TYPE_BYTES)),
+    "cache_type_v": Rule("choice", choices=tuple(CACHE_TYPE_BYTES)),
+    "flash_attn": Rule("bool"),
     "prefill_rule": Rule("choice", choices=PREFILL_RULES),
     "prefill_threshold": INT1,
     "batch": Rule("int", 1, 64),

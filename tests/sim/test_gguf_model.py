@@ -217,7 +217,8 @@ def test_run_and_plan_commands_take_a_gguf_file(tmp_path, monkeypatch, capsys):
                            "policy.n_cpu_moe=2", f"out={tmp_path / 'out'}")
     assert code in (0, None), err
     assert f"one expert {m.file_expert_bytes / 2**20:.2f} MiB" in out
-    assert f"non-expert weights ({m.dense_quant}; experts {m.file_expert_types}, GQA attention) {m.file_non_expert_bytes / 2**30:.2f} GiB" in out
+    assert f"experts {m.file_expert_types}, GQA attention)" in out
+    assert f"token embedding in host memory {m.file_embed_bytes / 2**30:.2f} GiB" in out
     assert m.file_expert_types == "q4_k 88% + q6_k 12%"       # 11 Q4_K gate/up/down tensors, one Q6_K down
     assert f"gguf[gguf_path={path}]" in out                 # the model column, as model=hf: labels it
     code, out, err = _main(monkeypatch, capsys, "run", f"model=gguf:{tmp_path / 'nope.gguf'}", f"out={tmp_path / 'o2'}")
@@ -228,3 +229,22 @@ def test_run_and_plan_commands_take_a_gguf_file(tmp_path, monkeypatch, capsys):
     assert code in (0, None), err
     assert f"plan: gguf[gguf_path={path}] ({m.expert_quant} experts, {m.dense_quant} rest)" in out
     assert f"llama-server -m {path} -ngl" in out                             # the engine command names the file
+
+
+def test_llamacpp_model_buffer_is_the_files_weights_less_the_host_embedding(tmp_path):
+    """Under llama.cpp's placement a GGUF model's buffer holds exactly the file's non-expert bytes
+    without the token embedding (kept in host memory); ``-ngl`` leaving k of L blocks on the CPU
+    removes k/L of the per-layer weights and the output head."""
+    from sim.machine.vram.llamacpp import model_parts
+
+    path = tmp_path / "Mid-Q4_K_M.gguf"
+    gqa_moe(path, "qwen3moe", layers=4, hidden=1024, experts=32, ffn=512, vocab=32768)
+    m = config.model(f"gguf:{path}")
+    parts, embed = model_parts(m, 0)
+    assert embed == m.file_embed_bytes > 0
+    assert sum(b for _, b in parts) + embed == pytest.approx(m.file_non_expert_bytes)
+    head = m.file_head_bytes or m.file_embed_bytes
+    per_layer = m.file_non_expert_bytes - m.file_embed_bytes - m.file_head_bytes
+    parts1, _ = model_parts(m, 1)
+    assert sum(b for _, b in parts1) == pytest.approx(per_layer * 3 / 4)
+    assert dict(parts)["output head"] == head

@@ -1,0 +1,48 @@
+"""What a user sets about an engine's memory besides placement: KV cache types (llama.cpp ``-ctk`` /
+``-ctv``), the micro-batch (``-ub``), flash attention (``-fa``), parallel sequences and the SWA cache size.
+
+KV cache element sizes are ggml's block sizes (``ggml/src/ggml-common.h``: ``block_q8_0`` 34 B per 32,
+``block_q4_0`` 18 B / 32, ``block_q4_1`` 20 B / 32, ``block_q5_0`` 22 B / 32, ``block_q5_1`` 24 B / 32,
+``block_iq4_nl`` 18 B / 32); the allowed types are those of llama.cpp ``common/arg.cpp``
+(``kv_cache_types``: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CACHE_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
+                    "iq4_nl": 18 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32}
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """Engine memory settings: ``cache_type_k`` / ``cache_type_v`` (``-ctk`` / ``-ctv``), ``ubatch``
+    (``-ub``), ``flash_attn`` (``-fa``; llama-server's ``auto`` turns it on for CUDA), ``n_seq``
+    (``-np``, sliding-window cells per sequence) and ``swa_full`` (``--swa-full``: SWA layers keep the
+    whole context)."""
+
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    ubatch: int = 512
+    flash_attn: bool = True
+    n_seq: int = 1
+    swa_full: bool = False
+
+    def __post_init__(self):
+        from sim.machine.specs import ConfigError
+        for key in ("cache_type_k", "cache_type_v"):
+            value = getattr(self, key)
+            if value not in CACHE_TYPE_BYTES:
+                raise ConfigError(f"{key}={value!r}: must be one of {', '.join(CACHE_TYPE_BYTES)}")
+        if int(self.ubatch) < 1 or int(self.n_seq) < 1:
+            raise ConfigError(f"ubatch={self.ubatch}, n_seq={self.n_seq}: both must be integers >= 1")
+
+    @property
+    def k_bytes(self) -> float:
+        """Bytes per K element."""
+        return CACHE_TYPE_BYTES[self.cache_type_k]
+
+    @property
+    def v_bytes(self) -> float:
+        """Bytes per V element."""
+        return CACHE_TYPE_BYTES[self.cache_type_v]

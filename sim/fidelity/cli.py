@@ -40,7 +40,7 @@ def main(command: str, argv: list[str]) -> None:
             from sim.fidelity.calibrate import calibrate
 
             calibrate(str(opts["points"]), str(opts["runtime"]), bool(opts["write"]), bool(opts["loso"]),
-                      opts["min_points"], opts["gen_tokens"], opts["n_jobs"])
+                      opts["min_points"], opts["gen_tokens"], opts["n_jobs"], opts["residuals"] or None)
     except (ConfigError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

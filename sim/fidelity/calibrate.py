@@ -180,27 +180,27 @@ def calibration_order() -> list[str]:
 
 
 def calibrate_all(points: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
-                  gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1, residuals: str | None = None) -> dict:
+                  gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1, residuals_out: str | None = None) -> dict:
     """``runtime=all``: :func:`calibrate` every runtime in :func:`calibration_order`, then the
     leave-one-source-out error over every held-out point of every runtime together; with
-    ``residuals`` (and ``do_loso``), the held-out residuals written there (:mod:`sim.fidelity.residual_store`)."""
+    ``residuals_out`` (and ``do_loso``), the held-out residuals written there (:mod:`sim.fidelity.residual_store`)."""
     outs = [calibrate(points, r, write, do_loso, min_points, gen_tokens, n_jobs) for r in calibration_order()]
     pooled = np.asarray([x for o in outs for x in o.get("loso_log_errors", [])])
     if pooled.size:
         print(f"LOSO over every runtime: median |error| {np.median(ape(pooled)):.1f}% over {pooled.size} held-out points")
-    if residuals and do_loso:
+    if residuals_out and do_loso:
         from sim.fidelity.residual_store import store_from_calibration
 
-        print(f"written: {store_from_calibration(points, outs, residuals, gen_tokens, n_jobs)}")
+        print(f"written: {store_from_calibration(points, outs, residuals_out, gen_tokens, n_jobs)}")
     return {"runtimes": outs, "loso_median_ape": float(np.median(ape(pooled))) if pooled.size else float("nan")}
 
 
 def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
-              gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1, residuals: str | None = None) -> dict:
+              gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1, residuals_out: str | None = None) -> dict:
     """Fit ``runtime`` on the points built on it; print the fit, per-point residuals and LOSO error
     (``runtime=all``: :func:`calibrate_all`)."""
     if runtime == "all":
-        return calibrate_all(points, write, do_loso, min_points, gen_tokens, n_jobs, residuals)
+        return calibrate_all(points, write, do_loso, min_points, gen_tokens, n_jobs, residuals_out)
     global N_JOBS
     N_JOBS = max(1, int(n_jobs))
     pf = load_points(points)

@@ -160,7 +160,7 @@ def run_command(cfg: DictConfig) -> dict:
     specs = _specs(cfg)
     args["workload"] = _choice("workload") or "gsm8k"
     _trace_defaults(args, specs, cfg)
-    resolve(policy=policy, policy_args=params, **args, **specs)   # every input checked before anything is written
+    resolved = resolve(policy=policy, policy_args=params, **args, **specs)   # every input checked before anything is written
     with writer_lock(out / RESULTS_FILE):
         _prepare_folder(cfg, out, append)
         res = run_one(policy=policy, policy_args=params, **args, **specs)
@@ -183,8 +183,17 @@ def run_command(cfg: DictConfig) -> dict:
         gantt_png(res.engine.events, out / "timeline.png", title=f"{row['policy']} on {row['workload']}")
         print(f"timeline: {out / 'timeline.json'} (open in ui.perfetto.dev), {out / 'timeline.png'}")
     print(res.plan.report())
+    print("\n".join(_prediction_lines(row["tps"], resolved)))
     print(f"results: {out / RESULTS_FILE}")
     return row
+
+
+def _prediction_lines(tps: float, resolved) -> list[str]:
+    """The run's speed with its 80% interval and, off the training points, what is missing."""
+    from sim.fidelity.training_set import hardware_classes
+    from sim.fidelity.uncertainty import Uncertainty
+
+    return Uncertainty().lines(tps, hardware_classes(resolved.hw, resolved.model.name))
 
 
 def sweep_command(cfg: DictConfig) -> None:

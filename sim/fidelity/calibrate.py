@@ -183,12 +183,12 @@ def calibrate_all(points: str, write: bool = True, do_loso: bool = True, min_poi
                   gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1, residuals_out: str | None = None) -> dict:
     """``runtime=all``: :func:`calibrate` every runtime in :func:`calibration_order`, then the
     leave-one-source-out error over every held-out point of every runtime together; with
-    ``residuals_out`` (and ``do_loso``), the held-out residuals written there (:mod:`sim.fidelity.residual_store`)."""
+    ``residuals_out`` (and ``do_loso`` and ``write``), the held-out residuals written there (:mod:`sim.fidelity.residual_store`)."""
     outs = [calibrate(points, r, write, do_loso, min_points, gen_tokens, n_jobs) for r in calibration_order()]
     pooled = np.asarray([x for o in outs for x in o.get("loso_log_errors", [])])
     if pooled.size:
         print(f"LOSO over every runtime: median |error| {np.median(ape(pooled)):.1f}% over {pooled.size} held-out points")
-    if residuals_out and do_loso:
+    if residuals_out and do_loso and write:
         from sim.fidelity.residual_store import store_from_calibration
 
         print(f"written: {store_from_calibration(points, outs, residuals_out, gen_tokens, n_jobs)}")

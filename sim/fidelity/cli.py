@@ -35,7 +35,8 @@ def main(command: str, argv: list[str]) -> None:
         if command == "validate":
             from sim.fidelity.validate import validate
 
-            validate(str(opts["points"]), opts["out"] or None, bool(opts["json"]), opts["gen_tokens"], opts["n_jobs"])
+            validate(str(opts["points"]), opts["out"] or None, bool(opts["json"]), opts["gen_tokens"], opts["n_jobs"],
+                     residuals=opts["residuals"] or None)
         else:
             from sim.fidelity.calibrate import calibrate
 

@@ -138,6 +138,15 @@ def _sim_args() -> str:
     return " ".join(a for a in HydraConfig.get().overrides.task if a.split("=")[0] not in PLAN_ONLY)
 
 
+def _uncertainty(setting: Setting):
+    """The interval source and a candidate's classes (the plan's machine and model, its runtime)."""
+    from sim.fidelity.training_set import hardware_classes
+    from sim.fidelity.uncertainty import Uncertainty
+
+    base = hardware_classes(setting.hw("llamacpp"), setting.spec.name)
+    return Uncertainty(), lambda c: {**base, "runtime": c.runtime}
+
+
 def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> str:
     m = setting.spec
     ranked = best_per_family(cands)
@@ -148,18 +157,20 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
     if not ranked:
         lines.append("nothing fits: even with every expert on the CPU the rest does not fit in VRAM")
         return "\n".join(lines)
-    lines.append(f"{'#':>2}  {'tok/s':>7}  {'placement':<58} VRAM")
+    unc, classes = _uncertainty(setting)
+    lines.append(f"{'#':>2}  {'tok/s':>7}  {'80% interval':>13}  {'placement':<58} VRAM")
     for i, c in enumerate(ranked[:opts["top"]], 1):
-        lines.append(f"{i:>2}  {c.tps:>7.1f}  {report.describe(c, m.n_layers):<58} {report.vram_parts(c)}")
+        lines.append(f"{i:>2}  {c.tps:>7.1f}  {unc.band(c.tps, classes(c)):>13}  {report.describe(c, m.n_layers):<58} "
+                     f"{report.vram_parts(c)}")
     best = ranked[0]
-    lines += ["", f"best: {report.describe(best, m.n_layers)}: {best.tps:.1f} tok/s predicted",
+    lines += ["", f"best: {report.describe(best, m.n_layers)}: {unc.speed(best.tps, classes(best))} predicted",
               "  " + report.command(best, m.n_layers, m.n_dense_layers, cfg.context, m.expert_quant, _sim_args()),
               f"  VRAM {report.vram_parts(best)}"]
     if best.engine == "dynamic":
         lines.append("  (a simulated policy: no released engine runs it; the 'or' lines are engine flags)")
     for c in ranked[1:opts["top"]]:
         if c.engine != "dynamic":
-            lines.append(f"  or {c.tps:.1f} tok/s: "
+            lines.append(f"  or {unc.speed(c.tps, classes(c))}: "
                          + report.command(c, m.n_layers, m.n_dense_layers, cfg.context, m.expert_quant, _sim_args()))
     if opts["measured"]:
         n, tps = opts["measured"]
@@ -172,6 +183,7 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
     for r in runtimes:
         said.setdefault(report.confidence(r), []).append(r)
     lines.append("how sure: " + "; ".join(f"{', '.join(rs)}: {text}" for text, rs in said.items()))
+    lines += sorted({unc.extrapolation(classes(c)) for c in ranked[:opts["top"]]} - {""})
     if "llama_cpp" in opts["engines"]:
         lines.append("llama.cpp keeps a layer's experts in one tensor: -ot and --n-cpu-moe place whole layers' "
                      "experts; a per-expert split is kTransformers' or a dynamic policy's")

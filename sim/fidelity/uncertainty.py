@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.fidelity.interval import Interval, interval_for, with_interval
+from sim.fidelity.interval import Interval, interval_for, num, with_interval
 from sim.fidelity.residual_store import DEFAULT, load_store
 from sim.fidelity.training_set import extrapolation_line
 
@@ -31,7 +31,16 @@ class Uncertainty:
     def band(self, tps: float, classes: dict) -> str:
         """The interval alone, ``18.1-29.0`` (``-`` without one), for a table column."""
         iv = self.interval(tps, classes)
-        return with_interval(tps, iv).partition(": ")[2].rstrip(")") or "-"
+        return f"{num(iv.low)}-{num(iv.high)}" if iv is not None else "-"
+
+    def _shown(self) -> str:
+        """The store's path, relative to the repository when inside it."""
+        from sim.paths import CONF_DIR
+
+        try:
+            return str(self.path.resolve().relative_to(CONF_DIR.parent))
+        except ValueError:
+            return str(self.path)
 
     def extrapolation(self, classes: dict) -> str:
         """The extrapolation line ('' when the training points cover every axis or there is no store)."""
@@ -41,6 +50,6 @@ class Uncertainty:
         """The prediction with its interval and basis, then the extrapolation line if any."""
         iv = self.interval(tps, classes)
         first = f"predicted: {with_interval(tps, iv)}"
-        first += f"  [{iv.basis}]" if iv is not None else f"  ({NO_STORE.format(path=self.path)})"
+        first += f"  [{iv.basis}]" if iv is not None else f"  ({NO_STORE.format(path=self._shown())})"
         extra = self.extrapolation(classes)
         return [first] + ([extra] if extra else [])

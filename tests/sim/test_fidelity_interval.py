@@ -113,6 +113,8 @@ def test_store_round_trip_and_the_printed_prediction(tmp_path):
         f"predicted: 12.0 tok/s (80%: {num(12 * math.exp(-hi))}-{num(12 * math.exp(-lo))})  "
         "[pooled held-out n=2 x1.88 (no training point on gpu)]",
         "extrapolating: no training point on gpu h200"]
+    assert unc.band(12.0, classes) == f"{num(12 * math.exp(-hi))}-{num(12 * math.exp(-lo))}"
+    assert Uncertainty(tmp_path / "none.yaml").band(12.0, classes) == "-"
     assert Uncertainty(tmp_path / "none.yaml").lines(12.0, classes)[0].startswith("predicted: 12.0 tok/s  (no interval:")
 
 

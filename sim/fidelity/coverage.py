@@ -87,5 +87,6 @@ def coverage_line(cov: dict, level: float = 0.8) -> str:
     if not p["n"]:
         return "80% intervals: none (no residual store; python -m sim calibrate runtime=all writes it)"
     pct = lambda s: f"{s['covered']} of {s['n']} ({100 * s['share']:.0f}%)" if s["n"] else "none"
-    return (f"{100 * level:.0f}% intervals, each from the other sources' residuals (LOSO): cover {pct(p)} of the "
-            f"measured speeds; of the predictions made without their source: {pct(h)} (target 70-90%)")
+    return (f"{100 * level:.0f}% intervals, each from the other sources' residuals (LOSO), cover the measured speed: "
+            f"around these predictions (fitted on every point) {pct(p)}; around the predictions made without "
+            f"the point's source {pct(h)} (target 70-90%)")

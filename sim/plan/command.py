@@ -175,7 +175,7 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
     if opts["measured"]:
         n, tps = opts["measured"]
         pred = next(c for c in cands if c.engine == "llama_cpp" and c.knob == "n_cpu_moe" and c.value == n)
-        lines.append(f"llama.cpp --n-cpu-moe {n}: predicted {pred.tps:.1f} tok/s, measured {tps:g} tok/s "
+        lines.append(f"llama.cpp --n-cpu-moe {n}: predicted {unc.speed(pred.tps, classes(pred))}, measured {tps:g} tok/s "
                      f"({100 * (pred.tps / tps - 1):+.0f}%); {'fits' if pred.fits else 'does not fit'} in "
                      f"{pred.plan.vram / GIB:.1f} GiB")
     runtimes = sorted({c.runtime for c in ranked[:opts["top"]]})

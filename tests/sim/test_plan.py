@@ -136,6 +136,7 @@ def test_cli_llmfit_point(tmp_path):
     assert "llama.cpp --n-cpu-moe 36: predicted" in p.stdout and "measured 36.7 tok/s" in p.stdout
     assert "llama-server -m MODEL.gguf -ngl 99 --n-cpu-moe 33 -c 4096" in p.stdout
     assert "how sure: " in p.stdout and (tmp_path / "plan.png").stat().st_size > 0
+    assert "(80%: " in p.stdout and "extrapolating: no training point on gpu rtx2080, host hedt_ddr4_4ch" in p.stdout
     rows = list(csv.DictReader(open(tmp_path / "placements.csv")))
     n33 = next(r for r in rows if r["knob"] == "n_cpu_moe" and r["value"] == "33")
     assert n33["fits"] == "True" and float(n33["vram_used_gib"]) <= 8.0 and n33["context"] == "4096"

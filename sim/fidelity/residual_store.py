@@ -93,7 +93,7 @@ def _load(path: str, mtime_ns: int) -> Store:
 
     from sim.config import ConfigError
 
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     records = data.get("records")
     need = ("id", "source", "gpu", "host", "runtime", "family", "held_out")
     if not isinstance(records, list) or any(not isinstance(r, dict) or any(k not in r for k in need) for r in records):

@@ -66,15 +66,27 @@ def interval_columns(points: list, predicted: list[float], records: list[dict] |
     return cols, cov
 
 
-def with_intervals(points: list, df, residuals: str | None):
-    """validate's frame with the interval columns added, the LOSO coverage of its predictions and
-    the held-out coverage of the stored records (``residuals``: the store's path; None or a missing
-    file: no intervals)."""
-    import pandas as pd
+def check_store(residuals: str | None):
+    """The residual store at ``residuals`` (None for none); a path that does not exist or a malformed
+    file is a :class:`sim.config.ConfigError` naming it."""
+    from pathlib import Path
 
+    from sim.config import ConfigError
     from sim.fidelity.residual_store import load_store
 
-    store = load_store(residuals) if residuals else None
+    if residuals and not Path(residuals).exists():
+        raise ConfigError(f"residuals={residuals}: no such file (python -m sim calibrate runtime=all writes it; "
+                          "residuals=null: no intervals)")
+    return load_store(residuals) if residuals else None
+
+
+def with_intervals(points: list, df, residuals: str | None):
+    """validate's frame with the interval columns added, the LOSO coverage of its predictions and
+    the held-out coverage of the stored records (``residuals``: the store's path; None: no intervals;
+    a path that does not exist: :class:`sim.config.ConfigError` naming it)."""
+    import pandas as pd
+
+    store = check_store(residuals)
     records = store.records if store is not None else None
     cols, cov = interval_columns(points, df["predicted_tok_s"].tolist(), records)
     held = held_out_coverage(records) if records is not None else share([])

@@ -144,10 +144,11 @@ def validate(points: str, out: str | None = None, as_json: bool = False, gen_tok
              n_jobs: int = 2, progress: bool = True, residuals: str | None = None) -> dict:
     """Run the whole points file; print the report (or JSON); write fidelity.parquet + fidelity.png.
     ``residuals``: the held-out residual store the 80% intervals come from (:mod:`sim.fidelity.coverage`)."""
-    from sim.fidelity.coverage import with_intervals
+    from sim.fidelity.coverage import check_store, with_intervals
     from traces.io import atomic_write_bytes
 
     pf = load_points(points)
+    check_store(residuals)                    # a bad residuals= stops before any simulation
     df = frame(pf, predict_all(pf.points, gen_tokens, n_jobs, progress=progress and not as_json))
     df, coverage = with_intervals(pf.points, df, residuals)
     ratios = ratio_table(pf, df)

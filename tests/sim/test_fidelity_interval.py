@@ -139,3 +139,15 @@ def test_validate_json_carries_the_interval_fields(tmp_path, monkeypatch, capsys
     assert b["extrapolating"] == ""                        # every class of B is in the store
     assert c["predicted_tok_s"] is None and c["failure"] == "does not fit" and c["interval_low_tok_s"] is None
     assert res["interval_coverage"]["predictions"]["n"] == 2 and res["interval_coverage"]["held_out"]["n"] == 3
+
+
+def test_a_missing_or_malformed_store_is_one_error_naming_it(tmp_path):
+    from sim.config import ConfigError
+    from sim.fidelity.coverage import check_store
+
+    with pytest.raises(ConfigError, match=r"residuals=.*none.yaml: no such file"):
+        check_store(str(tmp_path / "none.yaml"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("records:\n  - {id: A, source: s}\n")
+    with pytest.raises(ConfigError, match=r"residuals=.*bad.yaml: 'records' must be a list of mappings with keys"):
+        load_store(bad)

@@ -35,12 +35,13 @@ def main(command: str, argv: list[str]) -> None:
         if command == "validate":
             from sim.fidelity.validate import validate
 
-            validate(str(opts["points"]), opts["out"] or None, bool(opts["json"]), opts["gen_tokens"], opts["n_jobs"])
+            validate(str(opts["points"]), opts["out"] or None, bool(opts["json"]), opts["gen_tokens"], opts["n_jobs"],
+                     residuals=opts["residuals"] or None)
         else:
             from sim.fidelity.calibrate import calibrate
 
             calibrate(str(opts["points"]), str(opts["runtime"]), bool(opts["write"]), bool(opts["loso"]),
-                      opts["min_points"], opts["gen_tokens"], opts["n_jobs"])
+                      opts["min_points"], opts["gen_tokens"], opts["n_jobs"], opts["residuals"] or None)
     except (ConfigError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -159,6 +159,15 @@ def _sim_args() -> str:
     return " ".join(a for a in HydraConfig.get().overrides.task if a.split("=")[0] not in PLAN_ONLY)
 
 
+def _uncertainty(setting: Setting):
+    """The interval source and a candidate's classes (the plan's machine and model, its runtime)."""
+    from sim.fidelity.training_set import hardware_classes
+    from sim.fidelity.uncertainty import Uncertainty
+
+    base = hardware_classes(setting.hw("llamacpp"), setting.spec.name)
+    return Uncertainty(), lambda c: {**base, "runtime": c.runtime}
+
+
 def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> str:
     m = setting.spec
     ranked = best_per_family(cands)
@@ -169,20 +178,27 @@ def _text(cfg, setting: Setting, cands: list, opts: dict, wall: float, out) -> s
     if not ranked:
         lines.append("nothing fits: even with every expert on the CPU the rest does not fit in VRAM")
         return "\n".join(lines)
+    unc, classes = _uncertainty(setting)
+
+    def speed(c) -> str:
+        return unc.speed(c.tps, classes(c))
+
     engines = [c for c in ranked if c.engine != "dynamic"]
-    lines.append(f"{'#':>2}  {'tok/s':>7}  {'placement (engines)':<58} VRAM")
+    lines.append(f"{'#':>2}  {'tok/s':>7}  {'80% interval':>13}  {'placement (engines)':<58} VRAM")
     for i, c in enumerate(engines[:opts["top"]], 1):
-        lines.append(f"{i:>2}  {c.tps:>7.1f}  {report.describe(c, m.n_layers):<58} {report.vram_parts(c)}")
+        lines.append(f"{i:>2}  {c.tps:>7.1f}  {unc.band(c.tps, classes(c)):>13}  {report.describe(c, m.n_layers):<58} "
+                     f"{report.vram_parts(c)}")
     args = engine_args(setting, cfg.context)
-    lines += headline.engine_lines(ranked, cands, args, m.expert_quant, opts, out)
-    lines += headline.simulator_lines(ranked, m.n_layers, _sim_args(), opts["top"])
+    lines += headline.engine_lines(ranked, cands, args, m.expert_quant, opts, out, speed)
+    lines += headline.simulator_lines(ranked, m.n_layers, _sim_args(), opts["top"], speed)
     if opts["measured"]:
         n, tps = opts["measured"]
         pred = next(c for c in cands if c.engine == "llama_cpp" and c.knob == "n_cpu_moe" and c.value == n)
-        lines.append(f"llama.cpp --n-cpu-moe {n}: predicted {pred.tps:.1f} tok/s, measured {tps:g} tok/s "
+        lines.append(f"llama.cpp --n-cpu-moe {n}: predicted {unc.speed(pred.tps, classes(pred))}, measured {tps:g} tok/s "
                      f"({100 * (pred.tps / tps - 1):+.0f}%); {'fits' if pred.fits else 'does not fit'} in "
                      f"{pred.plan.vram / GIB:.1f} GiB")
     lines += headline.sure_lines(c.runtime for c in ranked[:opts["top"]] + engines[:1])
+    lines += sorted({unc.extrapolation(classes(c)) for c in ranked[:opts["top"]]} - {""})
     if "llama_cpp" in opts["engines"]:
         lines.append("llama.cpp keeps a layer's experts in one tensor: -ot and --n-cpu-moe place whole layers' "
                      "experts; a per-expert split is kTransformers' or a dynamic policy's")

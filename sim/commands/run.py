@@ -25,7 +25,7 @@ def run_command(cfg: DictConfig) -> dict:
     specs = specs_of(cfg)
     args["workload"] = choice("workload") or "gsm8k"
     trace_defaults(args, specs, cfg)
-    resolve(RunSpec.of(policy=policy, policy_args=params, **args, **specs))   # every input checked before anything is written
+    resolved = resolve(RunSpec.of(policy=policy, policy_args=params, **args, **specs))   # every input checked before anything is written
     with writer_lock(out / RESULTS_FILE):
         prepare_folder(cfg, out, append)
         res = run_one(RunSpec.of(policy=policy, policy_args=params, **args, **specs))
@@ -48,7 +48,14 @@ def run_command(cfg: DictConfig) -> dict:
         gantt_png(res.engine.events, out / "timeline.png", title=f"{row['policy']} on {row['workload']}")
         print(f"timeline: {out / 'timeline.json'} (open in ui.perfetto.dev), {out / 'timeline.png'}")
     print(res.plan.report())
+    print("\n".join(_prediction_lines(row["tps"], resolved)))
     print(f"results: {out / RESULTS_FILE}")
     return row
 
 
+def _prediction_lines(tps: float, resolved) -> list[str]:
+    """The run's speed with its 80% interval and, off the training points, what is missing."""
+    from sim.fidelity.training_set import hardware_classes
+    from sim.fidelity.uncertainty import Uncertainty
+
+    return Uncertainty().lines(tps, hardware_classes(resolved.hw, resolved.model.name))

@@ -180,22 +180,27 @@ def calibration_order() -> list[str]:
 
 
 def calibrate_all(points: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
-                  gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1) -> dict:
+                  gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1, residuals_out: str | None = None) -> dict:
     """``runtime=all``: :func:`calibrate` every runtime in :func:`calibration_order`, then the
-    leave-one-source-out error over every held-out point of every runtime together."""
+    leave-one-source-out error over every held-out point of every runtime together; with
+    ``residuals_out`` (and ``do_loso`` and ``write``), the held-out residuals written there (:mod:`sim.fidelity.residual_store`)."""
     outs = [calibrate(points, r, write, do_loso, min_points, gen_tokens, n_jobs) for r in calibration_order()]
     pooled = np.asarray([x for o in outs for x in o.get("loso_log_errors", [])])
     if pooled.size:
         print(f"LOSO over every runtime: median |error| {np.median(ape(pooled)):.1f}% over {pooled.size} held-out points")
+    if residuals_out and do_loso and write:
+        from sim.fidelity.residual_store import store_from_calibration
+
+        print(f"written: {store_from_calibration(points, outs, residuals_out, gen_tokens, lambda pts, fitted: unfitted_residuals(pts, fitted, gen_tokens, n_jobs))}")
     return {"runtimes": outs, "loso_median_ape": float(np.median(ape(pooled))) if pooled.size else float("nan")}
 
 
 def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = True, min_points: int = 4,
-              gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1) -> dict:
+              gen_tokens: int = DEFAULT_GEN, n_jobs: int = 1, residuals_out: str | None = None) -> dict:
     """Fit ``runtime`` on the points built on it; print the fit, per-point residuals and LOSO error
     (``runtime=all``: :func:`calibrate_all`)."""
     if runtime == "all":
-        return calibrate_all(points, write, do_loso, min_points, gen_tokens, n_jobs)
+        return calibrate_all(points, write, do_loso, min_points, gen_tokens, n_jobs, residuals_out)
     global N_JOBS
     N_JOBS = max(1, int(n_jobs))
     pf = load_points(points)
@@ -229,7 +234,16 @@ def calibrate(points: str, runtime: str, write: bool = True, do_loso: bool = Tru
             print(f"  LOSO median |error| {np.median(ape(allres)):.1f}% over {allres.size} points")
             out["loso_median_ape"] = float(np.median(ape(allres)))
         out["loso_log_errors"] = allres.tolist()
+        out["loso_ids"] = [p.id for src in held for p in mine if p.source == src]   # allres's order
     if write:
         write_fit(runtime, values, mine, res)
         print(f"written: conf/runtime/{runtime}.yaml")
     return out
+
+
+def unfitted_residuals(points: list, fitted: set[str], gen_tokens: int, n_jobs: int) -> dict[str, float]:
+    """The log residual of every point whose runtime has no fit, predicted with its sourced values."""
+    todo = [p for p in points if point_runtime(p) not in fitted]
+    preds = predict_all(todo, gen_tokens, n_jobs, progress=False) if todo else []
+    return {p.id: math.log(r["predicted_tok_s"] / p.measured_tok_s) for p, r in zip(todo, preds)
+            if math.isfinite(r["predicted_tok_s"]) and r["predicted_tok_s"] > 0}

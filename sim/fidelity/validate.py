@@ -1,11 +1,13 @@
 """``python -m sim validate points=FILE [out=DIR] [json=true] [gen_tokens=N] [n_jobs=N]``:
 every point simulated, held against its measurement.
 
-Prints a table (id, system, model, machine, predicted, measured, error %), the summary (median
-absolute % error, share within +-25 / +-30 / +-50 %, by system, runtime and source), the
+Prints a table (id, system, model, machine, predicted with its 80% interval, measured, error %),
+the summary (median absolute % error, share within +-25 / +-30 / +-50 %, how often the intervals
+made without each point's source cover it, by system, runtime and source), the
 same-machine ratio claims (predicted vs published ratio, same direction or not); writes
 ``fidelity.parquet`` and ``fidelity.png`` (log-log predicted vs measured) into ``out``; with
-``json=true`` prints one JSON object (``points``, ``median_ape``, ``ratios``) instead.
+``json=true`` prints one JSON object (``points``: each with ``interval_low_tok_s``,
+``interval_high_tok_s``, ``interval_basis``; ``median_ape``, ``interval_coverage``, ``ratios``) instead.
 """
 from __future__ import annotations
 
@@ -110,16 +112,24 @@ def _group_table(df: pd.DataFrame, key: str) -> str:
     return f"by {key}:           n   median |err|  within ±30%\n" + "\n".join(rows)
 
 
-def render(df: pd.DataFrame, ratios: pd.DataFrame) -> str:
-    """The text report: per-point table, summary, by system / runtime / source, ratio claims."""
-    lines = [f"{'id':<6} {'system':<22} {'model':<18} {'machine':<34} {'pred':>8} {'meas':>8} {'err%':>7}"]
+def render(df: pd.DataFrame, ratios: pd.DataFrame, coverage: dict | None = None) -> str:
+    """The text report: per-point table (with the 80% interval), summary, interval coverage, by
+    system / runtime / source, ratio claims."""
+    from sim.fidelity.coverage import coverage_line
+    from sim.fidelity.interval import num
+
+    lines = [f"{'id':<6} {'system':<22} {'model':<18} {'machine':<34} {'pred':>8} {'80% interval':>13} {'meas':>8} {'err%':>7}"]
     for r in df.itertuples():
         err = f"{100 * r.error:+7.1f}" if np.isfinite(r.error) else f"  fail: {r.failure}"
+        band = f"{num(r.interval_low_tok_s)}-{num(r.interval_high_tok_s)}" if np.isfinite(r.interval_low_tok_s) else "-"
         lines.append(f"{r.id:<6} {r.system[:22]:<22} {str(r.model)[:18]:<18} {str(r.hardware)[:34]:<34} "
-                     f"{r.predicted_tok_s:8.2f} {r.measured_tok_s:8.2f} {err}")
+                     f"{r.predicted_tok_s:8.2f} {band:>13} {r.measured_tok_s:8.2f} {err}")
+        lines += [f"       {r.extrapolating}"] if r.extrapolating else []
     s = summary(df)
     lines.append(f"\n{s['n']} points: median |error| {s['median_ape']:.1f}%, within ±25% {100 * s['within_25']:.0f}%, "
                  f"within ±30% {100 * s['within_30']:.0f}%, within ±50% {100 * s['within_50']:.0f}%")
+    if coverage is not None:
+        lines.append(coverage_line(coverage))
     for key in ("system", "runtime", "source"):
         lines.append("\n" + _group_table(df, key))
     if len(ratios):
@@ -132,12 +142,16 @@ def render(df: pd.DataFrame, ratios: pd.DataFrame) -> str:
 
 
 def validate(points: str, out: str | None = None, as_json: bool = False, gen_tokens: int = DEFAULT_GEN,
-             n_jobs: int = 2, progress: bool = True) -> dict:
-    """Run the whole points file; print the report (or JSON); write fidelity.parquet + fidelity.png."""
+             n_jobs: int = 2, progress: bool = True, residuals: str | None = None) -> dict:
+    """Run the whole points file; print the report (or JSON); write fidelity.parquet + fidelity.png.
+    ``residuals``: the held-out residual store the 80% intervals come from (:mod:`sim.fidelity.coverage`)."""
+    from sim.fidelity.coverage import check_store, with_intervals
     from traces.io import atomic_write_bytes
 
     pf = load_points(points)
+    check_store(residuals)                    # a bad residuals= stops before any simulation
     df = frame(pf, predict_all(pf.points, gen_tokens, n_jobs, progress=progress and not as_json))
+    df, coverage = with_intervals(pf.points, df, residuals)
     ratios = ratio_table(pf, df)
     s = summary(df)
     if out:
@@ -149,16 +163,24 @@ def validate(points: str, out: str | None = None, as_json: bool = False, gen_tok
         if s["n"]:
             scatter_png(df, d / "fidelity.png", f"{Path(points).name}: median |err| {s['median_ape']:.1f}%")
     result = {"points": [{"id": r.id, "predicted_tok_s": _num(r.predicted_tok_s), "measured_tok_s": r.measured_tok_s,
-                          "error": _num(r.error)} for r in df.itertuples()],
-              **s, "ratios": [{k: (_num(v) if isinstance(v, float) else v) for k, v in r.items()}
-                              for r in ratios.to_dict("records")]}
+                          "error": _num(r.error), "failure": r.failure or None,
+                          "interval_low_tok_s": _num(r.interval_low_tok_s), "interval_high_tok_s": _num(r.interval_high_tok_s),
+                          "interval_basis": r.interval_basis, "covered_loso": _flag(r.covered_loso),
+                          "extrapolating": r.extrapolating} for r in df.itertuples()],
+              **s, "interval_coverage": coverage,
+              "ratios": [{k: (_num(v) if isinstance(v, float) else v) for k, v in r.items()}
+                         for r in ratios.to_dict("records")]}
     if as_json:
         print(json.dumps(result))
     else:
-        print(render(df, ratios))
+        print(render(df, ratios, coverage))
         if out:
             print(f"\nwritten: {Path(out) / 'fidelity.parquet'}, {Path(out) / 'fidelity.png'}")
     return result
+
+
+def _flag(x):
+    return bool(x) if isinstance(x, (bool, np.bool_)) else None
 
 
 def _num(x: float):

@@ -4,7 +4,7 @@ per engine, reused by every placement.
 A static placement (llama.cpp, kTransformers: a fixed GPU expert mask, nothing moves at decode) has
 no state across layers, so a decode step costs the fixed parts (draft, embeddings and lm_head,
 attention) plus, per MoE layer, ``max(T_gpu, T_cpu) + sync`` (sync only when CPU experts ran) — the
-same recurrence as :class:`sim.engine.decode.decode.decode.Engine` and :mod:`tests.sim.fast_eval`, vectorised over steps and
+same recurrence as :class:`sim.engine.decode.Engine` and :mod:`tests.sim.fast_eval`, vectorised over steps and
 experts. Each layer's seconds depend only on its own mask row, so whole-layer placements
 (``--n-cpu-moe N``, ``-ot`` layer sets) are sums of two per-layer vectors: two evaluations price
 all 2^L of them. The tests check every number here against the SimPy engine.

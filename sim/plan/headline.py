@@ -37,15 +37,22 @@ def _command(c, a: EngineArgs, quant: str, sim_args: str) -> str:
     return report.command(c, a.n_layers, a.n_dense, a.context, quant, sim_args)
 
 
-def engine_lines(ranked: list, cands: list, a: EngineArgs, quant: str, opts: dict, out_dir) -> list[str]:
-    """The best engine placement, its flags, the -ot twin, the kTransformers rules and the bench call."""
+def tok_s(c) -> str:
+    """A candidate's predicted speed, plain."""
+    return f"{c.tps:.1f} tok/s"
+
+
+def engine_lines(ranked: list, cands: list, a: EngineArgs, quant: str, opts: dict, out_dir,
+                 speed=tok_s) -> list[str]:
+    """The best engine placement, its flags, the -ot twin, the kTransformers rules and the bench call;
+    ``speed(c)`` formats a prediction (with its interval, :mod:`sim.fidelity.uncertainty`)."""
     engines = [c for c in ranked if c.engine != "dynamic"]
     if not engines:
         return ["", "no engine placement fits (llama.cpp or kTransformers)"]
     best = engines[0]
-    lines = ["", f"best: {report.describe(best, a.n_layers)}: {best.tps:.1f} tok/s predicted",
+    lines = ["", f"best: {report.describe(best, a.n_layers)}: {speed(best)} predicted",
              "  " + _command(best, a, quant, ""), f"  VRAM {report.vram_parts(best)}"]
-    lines += [f"  or {c.tps:.1f} tok/s: {_command(c, a, quant, '')}" for c in engines[1:opts["top"]]]
+    lines += [f"  or {speed(c)}: {_command(c, a, quant, '')}" for c in engines[1:opts["top"]]]
     flagged = best_flagged(cands)
     if flagged is not None:
         which = "its flags" if flagged is best else f"flags of the best llama.cpp placement ({flagged.tps:.1f} tok/s)"
@@ -60,13 +67,13 @@ def engine_lines(ranked: list, cands: list, a: EngineArgs, quant: str, opts: dic
     return lines
 
 
-def simulator_lines(ranked: list, n_layers: int, sim_args: str, top: int) -> list[str]:
+def simulator_lines(ranked: list, n_layers: int, sim_args: str, top: int, speed=tok_s) -> list[str]:
     """The research policies of the ranking: simulated only, no engine flag."""
     dyn = [c for c in ranked if c.engine == "dynamic"][:top]
     if not dyn:
         return []
     return ["", "simulator policies, no engine flag (research: no released engine runs them):"] + [
-        f"  {c.tps:.1f} tok/s  {report.describe(c, n_layers)}: "
+        f"  {speed(c)}  {report.describe(c, n_layers)}: "
         + report.command(c, n_layers, 0, 0, "", sim_args).split(") ", 1)[-1] for c in dyn]
 
 

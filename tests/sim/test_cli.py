@@ -17,6 +17,7 @@ def test_run_writes_row_config_and_timeline(tmp_path):
     p = sim("run", "policy=llamacpp_sd", "workload=humaneval", "gen_tokens=32", "timeline=true", f"out={tmp_path}")
     assert p.returncode == 0, p.stderr
     assert "tps" in p.stdout and "hit_rate" in p.stdout
+    assert "predicted: " in p.stdout and "tok/s (80%: " in p.stdout   # the stored residuals' interval
     df = pd.read_parquet(tmp_path / "results.parquet")
     assert len(df) == 1 and set(REQUIRED) <= set(df.columns)
     assert df.policy[0] == "llamacpp_sd" and df.gamma[0] == 8 and df.gen_tokens[0] == 32

@@ -55,6 +55,8 @@ ratios:
     res = json.loads(out.stdout)
     a, b = res["points"]
     assert a["error"] == pytest.approx(a["predicted_tok_s"] / 25.0 - 1)
+    assert a["interval_low_tok_s"] < a["predicted_tok_s"] < a["interval_high_tok_s"]    # conf/validation store
+    assert "no training point on host" in a["interval_basis"] and "host epyc_ddr5_12ch" in a["extrapolating"]
     assert res["median_ape"] == pytest.approx(100 * (abs(a["error"]) + abs(b["error"])) / 2)
     assert res["ratios"][0]["same_direction"] is (a["predicted_tok_s"] > b["predicted_tok_s"])
     assert (tmp_path / "o" / "fidelity.parquet").exists() and (tmp_path / "o" / "fidelity.png").exists()

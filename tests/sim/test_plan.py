@@ -139,6 +139,7 @@ def test_cli_llmfit_point(tmp_path):
     assert "how sure " in p.stdout and (tmp_path / "plan.png").stat().st_size > 0
     assert p.stdout.count("\nbest: llama_cpp --n-cpu-moe 31 ") == 1 and "llama-bench -m MODEL.gguf" in p.stdout
     assert "generate_device" in (tmp_path / "ktransformers_rules.yaml").read_text()
+    assert "(80%: " in p.stdout and "extrapolating: no training point on gpu rtx2080, host hedt_ddr4_4ch" in p.stdout
     rows = list(csv.DictReader(open(tmp_path / "placements.csv")))
     n33 = next(r for r in rows if r["knob"] == "n_cpu_moe" and r["value"] == "31")
     assert n33["fits"] == "True" and float(n33["vram_used_gib"]) <= 8.0 and n33["context"] == "4096"

@@ -46,15 +46,20 @@ class Rule:
             return "a name or path"
         what = "an integer" if self.kind == "int" else "a number"
         if self.low is not None and self.high is not None:
-            rng = f"{'(' if self.low_open else ''}{self.low:g}..{self.high:g}{']' if self.low_open else ''}"
+            rng = f"{'(' if self.low_open else ''}{_num(self.low)}..{_num(self.high)}{']' if self.low_open else ''}"
             text = f"{what} in {rng}"
         elif self.low is not None:
-            text = f"{what} {'>' if self.low_open else '>='} {self.low:g}"
+            text = f"{what} {'>' if self.low_open else '>='} {_num(self.low)}"
         else:
             text = what
         if self.nonzero:
             text += " other than 0 (-1: all cores)"
         return text + (" or null" if self.nullable else "")
+
+
+def _num(x: float) -> str:
+    """A bound as written: integers in full (4194304, not 4.19e+06), other numbers short."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 INT0, INT1 = Rule("int", 0), Rule("int", 1)
@@ -87,7 +92,7 @@ RULES: dict[str, Rule] = {
     # sim breakeven (each element of a list)
     "equal_vram": Rule("bool"),
     "map": Rule("bool"),
-    "gamma_min": Rule("int", 0, 12),
+    "gamma_min": Rule("int", 1, 12),    # gamma 0 is autoregressive: no speculation to weigh
     "gamma_max": Rule("int", 1, 12),
     "acceptances": Rule("number", 0, 1),
     "ratios": Rule("number", 0, 10),

@@ -7,6 +7,7 @@ file (or group) and the field with its allowed range.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import MISSING, dataclass, fields
 from functools import lru_cache
@@ -174,6 +175,18 @@ _POSITIVE = {"vram_gib", "gpu_mem_bw_gbs", "gpu_tflops", "pcie_h2d_gbs", "cpu_me
 _FRACTION = {"gpu_mem_eff", "gpu_flops_eff", "cpu_mem_eff", "cpu_flops_eff"}
 
 
+def _check_number(annotation, key: str, value, source: str) -> None:
+    """A field annotated ``int``/``float`` (``| None``: null too) holds a finite number, not a string,
+    a boolean, ``inf`` or ``nan`` (which would otherwise fail deep in the cost model)."""
+    kinds = {str(annotation).replace(" ", "")}
+    if not kinds & {"int", "float", "int|None", "float|None", str(int), str(float)}:
+        return
+    if value is None and "None" in str(annotation):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{source}: field '{key}' must be a finite number, got {value!r}")
+
+
 def build_spec(cls, data: Any, source: str):
     """Build ``cls`` from a mapping, checking names, types and ranges; errors name ``source`` and the field."""
     if not isinstance(data, dict):
@@ -187,6 +200,7 @@ def build_spec(cls, data: Any, source: str):
     if missing:
         raise ConfigError(f"{source}: missing field(s) {missing}")
     for key, value in data.items():
+        _check_number(names[key].type, key, value, source)
         if key in _POSITIVE and cls is not DraftSpec and not (isinstance(value, (int, float)) and value > 0):
             raise ConfigError(f"{source}: field '{key}' must be a number > 0, got {value!r}")
         if key in _FRACTION and not (isinstance(value, (int, float)) and 0 < value <= 1):

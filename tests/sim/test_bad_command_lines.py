@@ -82,3 +82,30 @@ def test_every_command_takes_true_or_false_only(value, capsys):
     assert traces_main(["stats", "trace=none.npz", f"json={value}"]) == 2
     assert capsys.readouterr().err.strip() == f"error: stats: json={value!r}: must be true or false"
     assert parse(ProfileOptions, ["fast=TRUE"]).fast is True
+
+
+@pytest.mark.parametrize("override,message", [
+    ({"draft": {"params": ".inf"}}, "draft: field 'params' must be a finite number, got '.inf'"),
+    ({"link": {"latency_us": float("inf")}}, "hardware mine.link: field 'latency_us' must be a finite number, got inf"),
+    ({"runtime": {"step_overhead_us": float("nan")}}, "runtime llama_cpp: field 'step_overhead_us' must be a finite number, got nan"),
+    ({"cpu_threads": ".inf"}, "hardware mine: field cpu_threads='.inf': must be an integer >= 1 or null"),
+    ({"cpu_threads": 0}, "hardware mine: field cpu_threads=0: must be an integer >= 1 or null"),   # was: all cores
+])
+def test_spec_fields_are_finite_numbers(override, message):
+    """Fields without a range of their own (link latency, runtime overheads, draft size) were passed
+    on as strings or infinities and failed deep in the cost model with a traceback."""
+    from sim import config
+    from sim.config import ConfigError
+
+    comp = {"name": "mine", "gpu": "rtx4090", "host": "desktop_ddr5_2ch", "link": "pcie4_x16"}
+    with pytest.raises(ConfigError) as exc:
+        if "draft" in override:
+            config.draft({**config.load_preset("draft", "qwen3_4b_fp8"), **override["draft"]})
+        elif "link" in override:
+            config.hardware({**comp, "link": {**config.load_preset("link", "pcie4_x16"), **override["link"]}},
+                            runtime="llama_cpp")
+        elif "runtime" in override:
+            config.hardware(comp, runtime={"name": "llama_cpp", **override["runtime"]})
+        else:
+            config.hardware({**comp, **override}, runtime="llama_cpp")
+    assert str(exc.value) == message

@@ -50,8 +50,8 @@ CASES_INPUTS = [
     ("K17", B, f"{VAL} points=$QA/k/ok.yaml json=maybe out=", None),
     ("K18", B, "python -m traces stats trace=$QA/imp/mixtral json=yes", None),
     ("K19", P, f"{VAL} points=$QA/k/ok.yaml out=$QA/afile.txt", None),
-    ("K20", B, "run64 '+hydra.callbacks.x._target_=shutil.copyfile' '+hydra.callbacks.x.src=$QA/afile.txt' "
-               "'+hydra.callbacks.x.dst=$QA/k/stolen' out=$QA/o/k20", "ls $QA/k/stolen 2>&1"),
+    ("K20", B, "run64 +hydra.callbacks.x._target_=shutil.copyfile +hydra.callbacks.x.src=$QA/afile.txt "
+               "+hydra.callbacks.x.dst=$QA/k/stolen out=$QA/o/k20", "ls $QA/k/stolen 2>&1"),
     ("K21", P, "run64 link.latency_us=.inf out=$QA/o/k21", None),
     ("K22", P, "run64 runtime.step_overhead_us=.inf out=$QA/o/k22", None),
     ("K23", P, "run64 draft.params=.inf out=$QA/o/k23", None),

@@ -187,6 +187,18 @@ def _check_number(annotation, key: str, value, source: str) -> None:
         raise ConfigError(f"{source}: field '{key}' must be a finite number, got {value!r}")
 
 
+def _check_experts(data: dict, source: str) -> None:
+    """Routed experts within the simulator's range (:data:`sim.specs.hf_check.MAX_EXPERTS`: the
+    per-expert state grows with it), top-k at most the experts."""
+    from sim.specs.hf_check import MAX_EXPERTS
+
+    n, k = data.get("n_experts"), data.get("top_k")
+    if isinstance(n, (int, float)) and n > MAX_EXPERTS:
+        raise ConfigError(f"{source}: field 'n_experts' must be at most {MAX_EXPERTS}, got {n!r}")
+    if isinstance(n, (int, float)) and isinstance(k, (int, float)) and k > n:
+        raise ConfigError(f"{source}: field 'top_k' must be at most n_experts ({n}), got {k!r}")
+
+
 def build_spec(cls, data: Any, source: str):
     """Build ``cls`` from a mapping, checking names, types and ranges; errors name ``source`` and the field."""
     if not isinstance(data, dict):
@@ -205,6 +217,8 @@ def build_spec(cls, data: Any, source: str):
             raise ConfigError(f"{source}: field '{key}' must be a number > 0, got {value!r}")
         if key in _FRACTION and not (isinstance(value, (int, float)) and 0 < value <= 1):
             raise ConfigError(f"{source}: field '{key}' must lie in (0, 1], got {value!r}")
+    if cls is ModelSpec:
+        _check_experts(data, source)
     for key in ("precision", "quant", "quant_dense"):
         if cls is ModelSpec and data.get(key) is not None and data[key] not in PRECISION_BYTES:
             raise ConfigError(f"{source}: field '{key}' must be one of {', '.join(PRECISION_BYTES)}, got {data[key]!r}")

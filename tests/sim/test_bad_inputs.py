@@ -55,3 +55,13 @@ def test_mla_fields_missing_are_named(tmp_path):
     with pytest.raises(ConfigError, match=r"missing field\(s\) \['qk_nope_head_dim', 'qk_rope_head_dim', "
                                           r"'v_head_dim', 'kv_lora_rank'\] \(MLA attention of deepseek_v3\)"):
         config.model(_hf(tmp_path, json.dumps(cfg)))
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("n_experts", 10 ** 7, "field 'n_experts' must be at most 4096, got 10000000"),   # was minutes, then killed
+    ("top_k", 200, "field 'top_k' must be at most n_experts (128), got 200"),
+])
+def test_a_preset_model_changed_on_the_command_line_has_the_same_bounds(field, value, message):
+    with pytest.raises(ConfigError) as exc:
+        config.model({**config.load_preset("model", "qwen3_30b_a3b"), field: value})
+    assert str(exc.value).endswith(message)

@@ -170,7 +170,7 @@ FIXED = {
 
 
 # The second bad-input pass (K1-K24): its cases and their expected outcomes join the lists above.
-from qa_cases_inputs import CASES_INPUTS, FIXED_INPUTS, SETUP_INPUTS  # noqa: E402
+from qa_cases_inputs import CASES_INPUTS, FIXED_INPUTS  # noqa: E402
 
 CASES += CASES_INPUTS
 FIXED.update(FIXED_INPUTS)

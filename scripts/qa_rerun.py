@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from qa_cases import CASES, FUNCS, SETUP, SETUP_INPUTS  # noqa: E402
+from qa_cases import CASES, FUNCS, SETUP  # noqa: E402
+from qa_cases_inputs import SETUP_INPUTS  # noqa: E402
 
 SHARED = "/work/shared"
 

@@ -7,7 +7,6 @@ file (or group) and the field with its allowed range.
 from __future__ import annotations
 
 import copy
-import math
 import os
 from dataclasses import MISSING, dataclass, fields
 from functools import lru_cache
@@ -181,10 +180,12 @@ def _check_number(annotation, key: str, value, source: str) -> None:
     kinds = {str(annotation).replace(" ", "")}
     if not kinds & {"int", "float", "int|None", "float|None", str(int), str(float)}:
         return
-    if value is None and "None" in str(annotation):
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{source}: field '{key}' must be a finite number, got {value!r}")
+    from sim.user_input import Rule, UserInputError, check
+
+    try:
+        check(key, value, Rule("number", nullable="None" in str(annotation)))
+    except UserInputError:
+        raise ConfigError(f"{source}: field '{key}' must be a finite number, got {value!r}") from None
 
 
 def _check_experts(data: dict, source: str) -> None:

@@ -8,18 +8,12 @@ it, and no number among them is infinite or NaN.
 """
 from __future__ import annotations
 
-import math
-
 from sim.config import ConfigError
+from sim.user_input import Rule
 
 POINT_KEYS = ("id", "measured_tok_s", "source", "grade", "run")
 OPTIONAL = ("system", "group", "note")
 RATIO_KEYS = ("id", "num", "den")
-
-
-def finite_number(value) -> bool:
-    """A real number (not a boolean) that is neither infinite nor NaN."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_file(raw, path) -> tuple[list, list]:
@@ -47,7 +41,7 @@ def check_point(p, i: int, path) -> str:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(POINT_KEYS + OPTIONAL)}")
     if not isinstance(p["id"], (str, int)) or isinstance(p["id"], bool) or p["id"] == "":
         raise ConfigError(f"{where}: field 'id': must be a name, got {p['id']!r}")
-    if not (finite_number(p["measured_tok_s"]) and p["measured_tok_s"] > 0):
+    if not _valid(p["measured_tok_s"], Rule("number", 0, low_open=True)):
         raise ConfigError(f"{where}: measured_tok_s must be a number > 0 (finite, not true/false), "
                           f"got {p['measured_tok_s']!r}")
     for key in ("source", "grade") + OPTIONAL:
@@ -66,7 +60,7 @@ def check_run_value(key: str, value, where: str) -> None:
 
     if isinstance(value, (dict, list)):
         raise ConfigError(f"{where}: field 'run.{key}': must be a single value, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, float) and not _valid(value, Rule("number")):
         raise ConfigError(f"{where}: field 'run.{key}': must be a finite number, got {value!r}")
     if key in RULES:
         try:
@@ -80,6 +74,17 @@ def check_ratio(r, i: int, path) -> None:
     if not isinstance(r, dict) or any(k not in r for k in RATIO_KEYS):
         raise ConfigError(f"{path}: ratios[{i}]: must be a mapping with keys {', '.join(RATIO_KEYS)} "
                           f"(and optional claim), got {r!r}")
+
+
+def _valid(value, rule) -> bool:
+    """Whether ``value`` passes ``rule`` (:func:`sim.user_input.check`: finite, no booleans)."""
+    from sim.user_input import UserInputError, check
+
+    try:
+        check("value", value, rule)
+        return True
+    except UserInputError:
+        return False
 
 
 def _kind(value) -> str:

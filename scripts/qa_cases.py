@@ -167,3 +167,10 @@ FIXED = {
     "J24": _err("policies=llamacpp"), "J25": _err("meta.policy"), "J28": lambda r: r["rc"] == 0 and "llamacpp_sd" not in r["tail"],
     "J29": _err("out="),
 }
+
+
+# The second bad-input pass (K1-K24): its cases and their expected outcomes join the lists above.
+from qa_cases_inputs import CASES_INPUTS, FIXED_INPUTS  # noqa: E402
+
+CASES += CASES_INPUTS
+FIXED.update(FIXED_INPUTS)

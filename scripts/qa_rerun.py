@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from qa_cases import CASES, FUNCS, SETUP  # noqa: E402
+from qa_cases_inputs import SETUP_INPUTS  # noqa: E402
 
 SHARED = "/work/shared"
 
@@ -50,6 +51,9 @@ def run(code: str, qa: str, out: str, ids: list[str]) -> None:
     rc, text = _bash(SETUP, code, qa, timeout=900) if not (qa / "tr" / "good.npz").exists() else (0, "")
     if rc:
         sys.exit(f"set-up failed ({rc}):\n{text[-3000:]}")
+    rc, text = _bash(SETUP_INPUTS, code, qa) if not (qa / "k" / "stamp").exists() else (0, "")
+    if rc:
+        sys.exit(f"set-up of the K cases failed ({rc}):\n{text[-3000:]}")
     results = json.loads(Path(out).read_text()) if ids and Path(out).exists() else {}
     for cid, verdict, cmd, probe in CASES:
         if ids and cid not in ids:

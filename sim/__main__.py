@@ -66,6 +66,7 @@ def precheck(command: str, args: list[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
+    from sim.commands.hydra_guard import check_override
     from sim.paths import CONF_DIR
     from sim.run.user_input import RULES, UserInputError, check, refuse_unknown
     from traces.atomic import OutputPathError, check_writable
@@ -84,6 +85,7 @@ def precheck(command: str, args: list[str]) -> None:
     out = str(own.get("out"))
     for o in parsed:
         key = o.key_or_group
+        check_override(key)                  # hydra.* beyond the launcher, and any _target_, refused
         if key.startswith("hydra") or o.is_delete():
             continue
         refuse_unknown([key.split(".")[0].split("/")[0]], valid, f"sim {command}")

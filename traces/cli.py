@@ -39,6 +39,9 @@ def parse_args(command: str, argv: list[str]) -> dict:
     bad = [a for a in argv if "=" not in a]
     if bad:
         raise UsageError(f"{command}: arguments must be key=value, got {bad}")
+    for key, _, value in (a.partition("=") for a in argv):   # YAML would read yes/on/off as booleans
+        if isinstance((DEFAULTS.get(command) or {}).get(key), bool) and value.lower() not in ("true", "false"):
+            raise UsageError(f"{command}: {key}={value!r}: must be true or false")
     try:
         given = OmegaConf.to_container(OmegaConf.from_dotlist(argv), resolve=True)
     except Exception as exc:  # OmegaConf raises several grammar errors

@@ -98,6 +98,10 @@ def parse(cls, args: list[str]):
     bad = [a for a in args if "=" not in a]
     if bad:
         raise OptionError(f"expected key=value, got {bad[0]!r}; valid keys: {valid_keys(cls)}")
+    flags = {f.name for f in fields(cls) if f.type in (bool, "bool")}
+    for key, _, value in (a.partition("=") for a in args):   # YAML would read yes/on/off as booleans
+        if key in flags and value.lower() not in ("true", "false"):
+            raise OptionError(f"bad option {key!r}: {key}={value!r}: must be true or false")
     try:
         base = OmegaConf.structured(cls)
         OmegaConf.set_struct(base, True)

@@ -28,14 +28,17 @@ class RunReport:
 
 def load_hardware(name_or_path: str) -> dict:
     """A hardware spec as a dict: a ``conf/hardware`` preset name or a YAML file path."""
-    from omegaconf import OmegaConf
 
     from sim.machine import specs as config
     path = Path(name_or_path).expanduser()
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise config.ConfigError(f"hardware file {path} does not exist")
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        from traces.datafile import DataFileError, load_data_yaml
+        try:
+            data = load_data_yaml(path, "hardware")   # a profile is data: no interpolation
+        except DataFileError as exc:
+            raise config.ConfigError(str(exc)) from None
     else:
         data = config.load_preset("hardware", name_or_path)
     config.hardware(data)   # validate now, with the file named

@@ -36,11 +36,28 @@ def check(cfg: DictConfig) -> dict:
         bad = [p for p in out[key] if p not in valid]
         if bad:
             raise UserInputError(f"{key}: unknown policy {bad[0]!r}; valid: {', '.join(sorted(valid))}")
+    _refuse_wrong_kind(out["ar_policies"], out["sd_policies"], sorted(valid))
     if out["gamma_min"] > out["gamma_max"]:
         raise UserInputError(f"gamma_min={out['gamma_min']}, gamma_max={out['gamma_max']}: gamma_min must not "
                              "exceed gamma_max")
     out["acceptances"] = sorted(float(a) for a in out["acceptances"])
     return out
+
+
+def _refuse_wrong_kind(ar_policies, sd_policies, names) -> None:
+    """An ``sd_policies`` entry that does not speculate (it would make speculation look like it
+    never pays) or an ``ar_policies`` entry that does (it would speculate as the baseline):
+    one-line :class:`UserInputError` listing the policies of the right kind."""
+    from sim.policies.registry import make_policy
+    from sim.run.user_input import UserInputError
+
+    spec = {n: make_policy(n).speculative for n in names}
+    for key, want, items in (("sd_policies", True, sd_policies), ("ar_policies", False, ar_policies)):
+        bad = [p for p in items if spec[p] is not want]
+        if bad:
+            kind = "speculative" if want else "autoregressive"
+            raise UserInputError(f"{key}: {bad[0]!r} is not {kind}; {kind} policies: "
+                                 + ", ".join(n for n in names if spec[n] is want))
 
 
 def breakeven_command(cfg: DictConfig) -> dict:

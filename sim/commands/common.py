@@ -117,7 +117,7 @@ def prepare_folder(cfg: DictConfig, out: Path, append: bool, restart: str = "") 
 
     path, new = out / "config.yaml", OmegaConf.to_container(cfg, resolve=True)
     if path.exists() and (out / RESULTS_FILE).exists():
-        old = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        old = OmegaConf.to_container(OmegaConf.load(path), resolve=False)   # data: never resolved
         diff = differing_keys(old, new, skip=VOLATILE)
         if diff and not append:
             shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")

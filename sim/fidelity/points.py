@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
 
 from sim.machine.specs import ConfigError
 
@@ -58,31 +57,34 @@ class PointsFile:
 
 
 def load_points(path: str | Path) -> PointsFile:
-    """Read and check a points file; errors name the file, the point and the key."""
+    """Read and check a points file (plain data: no interpolation, see :mod:`traces.datafile`);
+    errors name the file, the point and the key (:mod:`sim.fidelity.points_check`)."""
+    from sim.fidelity.points_check import check_file, check_point, check_ratio
+    from traces.datafile import DataFileError, load_data_yaml
+
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"points={path}: no such file")
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True) or {}
+    try:
+        raw = load_data_yaml(path, "points")
+    except DataFileError as exc:
+        raise ConfigError(str(exc)) from None
+    points, raw_ratios = check_file({} if raw is None else raw, path)
     pts, seen = [], set()
-    for i, p in enumerate(raw.get("points") or []):
-        where = f"{path}: points[{i}] ({p.get('id', '?')})"
-        for key in ("id", "measured_tok_s", "source", "grade", "run"):
-            if key not in p:
-                raise ConfigError(f"{where}: missing key '{key}'")
-        if not (isinstance(p["measured_tok_s"], (int, float)) and p["measured_tok_s"] > 0):
-            raise ConfigError(f"{where}: measured_tok_s must be a number > 0, got {p['measured_tok_s']!r}")
-        bad = [k for k in p["run"] if k not in RUN_KEYS and not k.startswith(PREFIXES)]
+    for i, p in enumerate(points):
+        where = check_point(p, i, path)
+        bad = [k for k in p["run"] if k not in RUN_KEYS and not str(k).startswith(PREFIXES)]
         if bad:
             raise ConfigError(f"{where}: unknown run key(s) {bad}; allowed: {sorted(RUN_KEYS)} and {PREFIXES}")
-        if p["id"] in seen:
+        if str(p["id"]) in seen:
             raise ConfigError(f"{where}: duplicate id")
-        seen.add(p["id"])
+        seen.add(str(p["id"]))
         pts.append(Point(str(p["id"]), float(p["measured_tok_s"]), str(p["source"]), str(p["grade"]),
-                         dict(p["run"]), str(p.get("system", "")), str(p.get("group", "")), str(p.get("note", ""))))
+                         dict(p["run"]), str(p.get("system") or ""), str(p.get("group") or ""),
+                         str(p.get("note") or "")))
     if not pts:
         raise ConfigError(f"points={path}: no points")
-    ratios = [Ratio(str(r["id"]), str(r["num"]), str(r["den"]), str(r.get("claim", "")))
-              for r in raw.get("ratios") or []]
+    for i, r in enumerate(raw_ratios):
+        check_ratio(r, i, path)
+    ratios = [Ratio(str(r["id"]), str(r["num"]), str(r["den"]), str(r.get("claim") or "")) for r in raw_ratios]
     for r in ratios:
         for pid in (r.num, r.den):
             if pid not in seen:

@@ -183,13 +183,23 @@ def core_bandwidth(rt: RuntimeSpec, host: HostSpec, latency_ns: float | None = N
     return rt.cpu_core_gbs
 
 
+def _threads(value, src: str) -> int | None:
+    """``hardware.cpu_threads``: null (all cores) or an integer >= 1, else a one-line error."""
+    from sim.machine.values import Rule, UserInputError, check_value as check
+
+    try:
+        return check("cpu_threads", value, Rule("int", 1, nullable=True))
+    except UserInputError as exc:
+        raise ConfigError(f"{src}: field {exc}") from None
+
+
 def compose(comp: dict, runtime: RuntimeSpec) -> dict:
     """The flat machine fields of a composition ``{name, gpu, host, link, **flat overrides}``."""
     src = f"hardware {comp.get('name', '?')}"
     g, h, l = (_part(GpuSpec, "gpu", comp["gpu"], src), _part(HostSpec, "host", comp["host"], src),
                _part(LinkSpec, "link", comp["link"], src))
     rt = runtime.for_kinds(h.kind, g.kind)
-    threads = min(int(comp.get("cpu_threads") or h.cores), h.cores)   # the engine's CPU threads (-t N)
+    threads = min(_threads(comp.get("cpu_threads"), src) or h.cores, h.cores)   # the engine's CPU threads (-t N)
     read = numa_read(h, placement_of(rt.numa_aware, rt.numa_placement))
     dram_gbs = read.dram_gbs           # the theoretical DRAM GB/s of the nodes holding the weights
     cpu_bw = min(thread_bandwidth(dram_gbs, threads, core_bandwidth(rt, h, read.latency_ns), rt.cpu_mem_eff),

@@ -29,10 +29,21 @@ def read_config(path) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    if not p.exists():
+    if not p.is_file():
         raise UnsupportedConfig(f"model=hf:{path}: no config.json there")
-    cfg = json.loads(p.read_text())
-    return cfg.get("text_config", cfg) if "num_hidden_layers" not in cfg else cfg
+    from sim.machine.hf_check import ConfigFieldError, check_fields
+
+    try:
+        cfg = json.loads(p.read_text())
+    except (ValueError, OSError) as exc:   # bad JSON, not UTF-8, unreadable
+        raise UnsupportedConfig(f"{p}: not a readable JSON config ({exc})") from None
+    cfg = cfg.get("text_config", cfg) if isinstance(cfg, dict) and "num_hidden_layers" not in cfg else cfg
+    if not isinstance(cfg, dict):
+        raise UnsupportedConfig(f"{p}: must hold a JSON object (a mapping of config fields), got {cfg!r:.60}")
+    try:
+        return check_fields(cfg, str(p))
+    except ConfigFieldError as exc:
+        raise UnsupportedConfig(str(exc)) from None
 
 
 def _experts(c: dict) -> int:

@@ -3,6 +3,7 @@ and building a spec dataclass from a mapping with its names, types and ranges ch
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import MISSING, fields
 from functools import lru_cache
@@ -13,6 +14,7 @@ from omegaconf import OmegaConf
 from sim.machine.quant import FORMATS
 
 PRECISION_BYTES = {name: f.bytes_per_weight for name, f in FORMATS.items()}
+MAX_EXPERTS = 4096   # routed experts the simulator takes (its per-expert state grows with them; sim.machine.hf_check)
 
 
 class ConfigError(ValueError):
@@ -24,6 +26,27 @@ _POSITIVE = {"vram_gib", "gpu_mem_bw_gbs", "gpu_tflops", "pcie_h2d_gbs", "cpu_me
              "mem_bw_gbs", "fp16_tflops", "h2d_gbs", "pageable_gbs", "cores", "sockets", "mem_channels", "mem_mts",
              "fp32_tflops", "kernels_per_layer", "copies_per_expert"}
 _FRACTION = {"gpu_mem_eff", "gpu_flops_eff", "cpu_mem_eff", "cpu_flops_eff"}
+
+
+def _check_number(annotation, key: str, value, source: str) -> None:
+    """A field annotated ``int``/``float`` (``| None``: null too) holds a finite number, not a string,
+    a boolean, ``inf`` or ``nan`` (which would otherwise fail deep in the cost model)."""
+    kind = str(annotation).replace(" ", "")
+    if kind not in ("int", "float", "int|None", "float|None", str(int), str(float)):
+        return
+    if value is None and "None" in kind:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{source}: field '{key}' must be a finite number, got {value!r}")
+
+
+def _check_experts(data: dict, source: str) -> None:
+    """Routed experts within the simulator's range (:data:`MAX_EXPERTS`), top-k at most the experts."""
+    n, k = data.get("n_experts"), data.get("top_k")
+    if isinstance(n, (int, float)) and n > MAX_EXPERTS:
+        raise ConfigError(f"{source}: field 'n_experts' must be at most {MAX_EXPERTS}, got {n!r}")
+    if isinstance(n, (int, float)) and isinstance(k, (int, float)) and k > n:
+        raise ConfigError(f"{source}: field 'top_k' must be at most n_experts ({n}), got {k!r}")
 
 
 def build_spec(cls, data: Any, source: str):
@@ -39,10 +62,13 @@ def build_spec(cls, data: Any, source: str):
     if missing:
         raise ConfigError(f"{source}: missing field(s) {missing}")
     for key, value in data.items():
+        _check_number(names[key].type, key, value, source)
         if key in _POSITIVE and not getattr(cls, 'zero_allowed', False) and not (isinstance(value, (int, float)) and value > 0):
             raise ConfigError(f"{source}: field '{key}' must be a number > 0, got {value!r}")
         if key in _FRACTION and not (isinstance(value, (int, float)) and 0 < value <= 1):
             raise ConfigError(f"{source}: field '{key}' must lie in (0, 1], got {value!r}")
+    if "n_experts" in names and "top_k" in names:
+        _check_experts(data, source)
     for key in ("precision", "quant", "quant_dense"):
         if "quant" in names and data.get(key) is not None and data[key] not in PRECISION_BYTES:
             raise ConfigError(f"{source}: field '{key}' must be one of {', '.join(PRECISION_BYTES)}, got {data[key]!r}")

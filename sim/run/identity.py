@@ -46,15 +46,16 @@ def spec_label(preset: str, given: dict, preset_fields: dict) -> str:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """The git commit of the code (``+dirty`` with uncommitted changes to tracked files), else the
+    """The git commit of the code, with ``+dirty.<hash of the changed files>`` when the code or
+    config folders differ from it (untracked files included, :mod:`sim.run.code_hash`), else the
     package version."""
+    from sim.run.code_hash import dirty_suffix
+
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10).stdout.strip()
         if head:
-            dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, timeout=10).stdout.strip()
-            return head[:12] + ("+dirty" if dirty else "")
+            return head[:12] + dirty_suffix(ROOT)
     except (OSError, subprocess.SubprocessError):
         pass
     from importlib.metadata import PackageNotFoundError, version

@@ -11,50 +11,10 @@ New keys join by adding a row to the table.
 from __future__ import annotations
 
 import difflib
-import math
-from dataclasses import dataclass
 
-from sim.machine.specs import ConfigError
 from sim.prefill.decision import RULES as PREFILL_RULES
+from sim.machine.values import Rule, UserInputError, check_value, show as _show  # noqa: F401  (re-exported)
 from sim.machine.vram.options import CACHE_TYPE_BYTES
-
-
-class UserInputError(ConfigError):
-    """A value or key typed by the user that cannot be used (exit status 2)."""
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What a key accepts: ``kind`` int | number | bool | str | choice, bounds (inclusive unless open),
-    ``nullable`` for keys where null means "the default", ``choices`` for kind choice."""
-
-    kind: str
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    nullable: bool = False
-    nonzero: bool = False
-    choices: tuple = ()
-
-    def describe(self) -> str:
-        """The allowed values in words (for error messages)."""
-        if self.kind == "bool":
-            return "true or false"
-        if self.kind == "choice":
-            return "one of " + ", ".join(map(str, self.choices))
-        if self.kind == "str":
-            return "a name or path"
-        what = "an integer" if self.kind == "int" else "a number"
-        if self.low is not None and self.high is not None:
-            rng = f"{'(' if self.low_open else ''}{self.low:g}..{self.high:g}{']' if self.low_open else ''}"
-            text = f"{what} in {rng}"
-        elif self.low is not None:
-            text = f"{what} {'>' if self.low_open else '>='} {self.low:g}"
-        else:
-            text = what
-        if self.nonzero:
-            text += " other than 0 (-1: all cores)"
-        return text + (" or null" if self.nullable else "")
 
 
 INT0, INT1 = Rule("int", 0), Rule("int", 1)
@@ -91,7 +51,7 @@ RULES: dict[str, Rule] = {
     # sim breakeven (each element of a list)
     "equal_vram": Rule("bool"),
     "map": Rule("bool"),
-    "gamma_min": Rule("int", 0, 12),
+    "gamma_min": Rule("int", 1, 12),    # gamma 0 is autoregressive: no speculation to weigh
     "gamma_max": Rule("int", 1, 12),
     "acceptances": Rule("number", 0, 1),
     "ratios": Rule("number", 0, 10),
@@ -123,37 +83,14 @@ RULES: dict[str, Rule] = {
     "policy.up": INT1,
     "policy.down": INT1,
     "policy.stat_decay": Rule("number", 0, 1, low_open=True),
-    "policy.gpu_layers": Rule("choice", choices=("first", "last")),
+    "policy.gpu_layers": Rule("choice", low=0, choices=("first", "last")),   # which end, or -ngl N
 }
 
 
 def check(key: str, value, rule: Rule | None = None):
     """``value`` of ``key`` checked against its rule (``RULES[key]`` unless given), normalised
     (integral floats to int); :class:`UserInputError` otherwise."""
-    rule = rule or RULES[key]
-    bad = UserInputError(f"{key}={_show(value)}: must be {rule.describe()}")
-    if value is None:
-        if rule.nullable:
-            return None
-        raise bad
-    if rule.kind == "bool":
-        if not isinstance(value, bool):
-            raise bad
-        return value
-    if rule.kind in ("str", "choice"):
-        if not isinstance(value, str) or not value or (rule.choices and value not in rule.choices):
-            raise bad
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise bad
-    if rule.kind == "int":
-        if float(value) != int(value):
-            raise bad
-        value = int(value)
-    lo_ok = rule.low is None or (value > rule.low if rule.low_open else value >= rule.low)
-    if not lo_ok or (rule.high is not None and value > rule.high) or (rule.nonzero and value == 0):
-        raise bad
-    return value
+    return check_value(key, value, rule or RULES[key])
 
 
 def check_all(values: dict, keys=None) -> dict:
@@ -188,10 +125,6 @@ def check_acceptance_model(values) -> dict:
     refuse_unknown(values, fields, "acceptance_model")
     checked = {k: check(f"acceptance_model.{k}", v) for k, v in values.items()}
     return {k: float(v) for k, v in checked.items() if v is not None}
-
-
-def _show(value) -> str:
-    return "null" if value is None else repr(value) if isinstance(value, str) else str(value)
 
 
 def nearest(key: str, valid) -> list[str]:

@@ -58,7 +58,10 @@ def crossing(xs, ys, level: float = 1.0):
 
 def breakeven(args: dict, ar_policies, sd_policies, acceptances, gamma_min: int = 1, gamma_max: int = 12,
               ratios=None, equal_vram: bool = False, progress: bool = True) -> BreakEven:
-    """Compute the curve (and the map when ``ratios`` is given); ``args`` are ``run_one`` arguments."""
+    """Compute the curve (and the map when ``ratios`` is given); ``args`` are ``run_one`` arguments.
+    ``gamma_min`` is at least 1: gamma 0 is autoregressive decoding, not speculation."""
+    if gamma_min < 1:
+        raise ValueError(f"gamma_min={gamma_min}: must be an integer in 1..12 (gamma 0 does not speculate)")
     ar = {p: _tps(args, p, equal_vram=equal_vram) for p in ar_policies}
     best_ar = max(ar, key=ar.get)
     out = BreakEven(best_ar, ar[best_ar], ar, ar_token_s=1.0 / ar[best_ar])

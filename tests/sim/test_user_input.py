@@ -59,7 +59,7 @@ def test_policy_parameters_are_checked(params, named):
     with pytest.raises(UserInputError) as exc:
         check_policy_params("moespac", params)
     assert named in str(exc.value)
-    with pytest.raises(UserInputError, match="policy.gpu_layers='middle': must be one of first, last"):  # C8
+    with pytest.raises(UserInputError, match="policy.gpu_layers='middle': must be one of first, last or an integer >= 0"):  # C8
         check_policy_params("llamacpp", {"gpu_layers": "middle"})
     assert check_policy_params("moespac", {"K": 4, "calib_gain": 1}) == {"K": 4, "calib_gain": 1}
 
@@ -104,3 +104,11 @@ def test_a_broken_runtime_file_is_one_line_before_hydra(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"vllm\.yaml line \d+: found duplicate key") as err:
         precheck("run", ["runtime=vllm", f"out={tmp_path / 'o'}"])
     assert "\n" not in str(err.value)
+
+
+def test_gpu_layers_takes_an_end_or_a_layer_count():
+    """``policy.gpu_layers`` is ``first``/``last`` or llama.cpp's ``-ngl N`` (the README's command)."""
+    assert check_policy_params("llamacpp", {"gpu_layers": 16}) == {"gpu_layers": 16}
+    assert check_policy_params("llamacpp", {"gpu_layers": "first"}) == {"gpu_layers": "first"}
+    with pytest.raises(UserInputError, match="policy.gpu_layers=-1: must be an integer >= 0"):
+        check_policy_params("llamacpp", {"gpu_layers": -1})

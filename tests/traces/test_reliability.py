@@ -57,6 +57,7 @@ def test_foreign_files_under_an_npz_name(tmp_path):                             
     (["stats", "trace=T", "slots=[0,-4,1000]"], "slots=-4: must be an integer >= 0"),            # E12
     (["stats", "trace=T", "slots=abc"], "slots='abc': must be a list of integers"),               # E13
     (["stats", "trace=T", "json=maybe"], "json='maybe': must be true or false"),                  # E15
+    (["stats", "trace=T", "json=yes"], "json='yes': must be true or false"),                      # true/false only
     (["synth", "tokens=64", "out=DIR"], "give a trace file name ending in .npz"),                 # E6
     (["synth", "tokens=64", "out=FILE/sub.npz"], "cannot create the folder"),                     # E7
     (["synth", "tokens=0", "out=DIR/x.npz"], "tokens=0: must be an integer >= 1"),

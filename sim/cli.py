@@ -95,6 +95,10 @@ def _specs(cfg: DictConfig) -> dict:
     if "host" in c and "cpu" not in hw:
         hw.update(gpu=c["gpu"], host=c["host"], link=c["link"])   # a composition, not a flat machine
     out["runtime"] = c.get("runtime")
+    if c.get("machine"):   # a calibrated machine (python -m sim calibrate bench=...) replaces the parts
+        from sim.fidelity.machine_file import machine_hardware
+
+        out["hardware"] = machine_hardware(c["machine"])
     return out
 
 

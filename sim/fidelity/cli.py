@@ -19,7 +19,7 @@ def options(command: str, argv: list[str]) -> dict:
                   file=sys.stderr)
             sys.exit(2)
         base[key] = OmegaConf.from_dotlist([arg])[key]
-    for key in ("gen_tokens", "n_jobs", "min_points"):
+    for key in ("gen_tokens", "n_jobs", "min_points", "bench_gen_tokens"):
         if key in base and not (isinstance(base[key], int) and base[key] >= 1):
             print(f"error: {command}: {key} must be an integer >= 1, got {base[key]!r}", file=sys.stderr)
             sys.exit(2)
@@ -36,6 +36,10 @@ def main(command: str, argv: list[str]) -> None:
             from sim.fidelity.validate import validate
 
             validate(str(opts["points"]), opts["out"] or None, bool(opts["json"]), opts["gen_tokens"], opts["n_jobs"])
+        elif opts.get("bench"):
+            from sim.fidelity.machine_command import calibrate_bench
+
+            calibrate_bench(opts)
         else:
             from sim.fidelity.calibrate import calibrate
 

@@ -121,7 +121,7 @@ def leave_one_out(rows: list[BenchRow], base: dict, names: list[str], prior: dic
     """Each row's tok/s predicted by the fit on the other rows: one Gauss-Newton step of the same
     MAP objective from the full fit without that row (exact for a model linear in the log
     parameters; a full refit per row costs the whole fit again per row), then simulated."""
-    from sim.fidelity.calibrate import OBS_SD, PRIOR_SD
+    from sim.fidelity.calibrate import PRIOR_SD
 
     if not names:
         return [simulate(r, base, full) for r in rows]

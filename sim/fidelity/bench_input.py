@@ -17,7 +17,8 @@ Formats (detected from the text; each row becomes a dict with llama-bench's JSON
 - llama-server / llama-cli timing lines, ``prompt eval time = X ms / N tokens (Y ms per token, Z
   tokens per second)`` (a pp row) and ``eval time = X ms / N runs|tokens (...)`` (a tg row), with
   the configuration taken from the last command line above them (``-ngl``, ``--n-cpu-moe``,
-  ``-t``, ``-ot``, ``-ctk``/``-ctv``, ``-ub``, ``-fa``, ``-m``) or ``# key=value`` comment lines.
+  ``-t``, ``-ot``, ``-ctk``/``-ctv``, ``-ub``, ``-fa``, ``-m``) or ``# key=value`` comment lines; an
+  eval row after a prompt eval row decodes at that prompt's depth (``n_depth``).
 
 Every row carries ``_row`` (1-based, in file order) for error messages.
 """
@@ -155,18 +156,23 @@ def timing_rows(text: str) -> list[dict]:
     """Rows from llama-server / llama-cli timing lines, each with the configuration in force
     (the last command line's flags, then ``# key=value`` comments) where it was printed."""
     conf: dict = {}
-    rows = []
+    rows, prompt_n = [], 0
     for line in text.splitlines():
         m = TIMING.search(line)
         if m:
             n, rate = int(m.group(3)), float(m.group(5))
             prompt = m.group(1) == "prompt eval"
+            depth = 0 if prompt else int(conf.get("n_depth", prompt_n))   # decode starts after the prompt
             rows.append({**conf, "n_prompt": n if prompt else 0, "n_gen": 0 if prompt else n,
-                         "n_depth": int(conf.get("n_depth", 0)), "avg_ts": rate})
+                         "n_depth": depth, "avg_ts": rate})
+            prompt_n = n if prompt else prompt_n
         elif line.lstrip().startswith("#"):
-            conf.update(dict(kv.split("=", 1) for kv in line.lstrip("# \t").split() if "=" in kv))
+            words = line.lstrip("# \t").split()
+            if words and all("=" in w for w in words):      # a '# key=value ...' line; other comments are prose
+                conf.update(dict(w.split("=", 1) for w in words))
         elif re.search(r"(^|\s)(-ngl|--n-gpu-layers|--n-cpu-moe|-m|--model)\s", line):
             conf.update(command_flags(line))
+            prompt_n = 0
     return rows
 
 

@@ -212,12 +212,15 @@ def n_depth_ctx(n_prompt: int, n_gen: int, depth: int) -> int:
     return n_prompt + n_gen + depth
 
 
-def bench_runs(rows: list[dict], path, model: str | None = None, gen_cap: int = 8, quant: str | None = None) -> tuple:
+def bench_runs(rows: list[dict], path, model: str | None = None, gen_cap: int = 8, quant: str | None = None,
+               tests: str = "all") -> tuple:
     """``(model, quant, runs, notes)`` for the rows of one bench file (``quant`` replaces the format
-    read from the rows; None in both: the model preset's); bad rows raise
+    read from the rows; None in both: the model preset's; ``tests``: all, tg or pp rows); bad rows raise
     :class:`ConfigError` naming the row and the field."""
     from sim import config
 
+    if tests not in ("all", "tg", "pp"):
+        raise ConfigError(f"calibrate: tests={tests!r}: allowed all, tg (decode rows only), pp (prefill rows only)")
     check_machine(rows, path)
     name, found = model_of(rows, path, model)
     quant = quant or found
@@ -227,9 +230,11 @@ def bench_runs(rows: list[dict], path, model: str | None = None, gen_cap: int = 
         out = to_run(r, name, quant, n_layers, path, gen_cap)
         if isinstance(out, str):
             notes.append(out)
-        else:
+        elif tests in ("all", out.kind):
             runs.append(out)
             notes.extend(out.notes)
+        else:
+            notes.append(f"row {out.row}: a {out.kind} row, left out (tests={tests})")
     if not runs:
         raise ConfigError(f"bench={path}: no row is a tg or pp test the simulator can run ({'; '.join(notes)})")
     return name, quant, runs, notes

@@ -65,7 +65,7 @@ def calibrate_bench(opts: dict) -> dict:
     out_dir = check_writable(Path(str(opts["out"])) / MACHINE_FILE, key="out").parent
     raw = read_bench(path)
     model, quant, rows, notes = bench_runs(raw, path, opts.get("model") or None, int(opts.get("bench_gen_tokens", 8)),
-                                       opts.get("quant") or None)
+                                       opts.get("quant") or None, str(opts.get("tests", "all")))
     base, more = parts(opts, raw)
     notes = more + notes
     prior, bounds = priors_and_bounds(base)

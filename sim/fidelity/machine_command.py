@@ -55,8 +55,7 @@ def calibrate_bench(opts: dict) -> dict:
     """Run the whole command; returns the JSON object it prints with ``json=true``."""
     from sim.fidelity.bench_input import read_bench
     from sim.fidelity.bench_rows import bench_runs
-    from sim.fidelity.machine_fit import elasticities, fit_machine, leave_one_out, log_errors, priors_and_bounds, \
-        simulate, MIN_ELASTICITY
+    from sim.fidelity.machine_fit import fit_bench_rows, leave_one_out, simulate
     from traces.atomic import check_writable
 
     path = str(opts["bench"])
@@ -68,13 +67,10 @@ def calibrate_bench(opts: dict) -> dict:
                                        opts.get("quant") or None, str(opts.get("tests", "all")))
     base, more = parts(opts, raw)
     notes = more + notes
-    prior, bounds = priors_and_bounds(base)
-    at0 = log_errors(rows, base, prior)
-    elast = elasticities(rows, base, prior, at0)
-    names = [p for p in prior if elast[p] > MIN_ELASTICITY]
     if len(rows) < 2:
         raise ConfigError(f"bench={path}: {len(rows)} usable row(s); calibration needs 2 or more")
-    values = fit_machine(rows, base, names, prior, bounds)
+    f = fit_bench_rows(rows, base)
+    prior, bounds, elast, names, values = (f[k] for k in ("prior", "bounds", "elasticity", "names", "values"))
     fitted = [simulate(r, base, values) for r in rows]
     loo = leave_one_out(rows, base, names, prior, bounds, values) if opts.get("loo", True) else [math.nan] * len(rows)
     result = summary(rows, fitted, loo, values, prior, bounds, names, elast)

@@ -1,7 +1,7 @@
 """``machine=DIR/machine.yaml``: a machine calibrated by ``python -m sim calibrate bench=FILE``.
 
 The file names the datasheet parts (``gpu``, ``host``, ``link``: preset names or mappings) and the
-fitted flat machine fields (``hardware:``: ``cpu_mem_eff``, ``pcie_h2d_gbs``, ``gpu_mem_eff``,
+fitted flat machine fields (``hardware:``: ``cpu_mem_eff``, ``cpu_flops_eff``, ``pcie_h2d_gbs``, ``gpu_mem_eff``,
 ``step_overhead_us``); :func:`machine_hardware` turns it into the hardware composition every
 command accepts, so a calibrated machine replaces ``hardware=`` / ``gpu=`` / ``host=`` / ``link=``
 for any policy and runtime (the flat fields override what the runtime profile would give).
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sim.config import ConfigError
 
-FLAT_FIELDS = ("cpu_mem_eff", "pcie_h2d_gbs", "gpu_mem_eff", "step_overhead_us")
+FLAT_FIELDS = ("cpu_mem_eff", "cpu_flops_eff", "pcie_h2d_gbs", "gpu_mem_eff", "step_overhead_us")
 
 
 def load_machine(path: str | Path) -> dict:

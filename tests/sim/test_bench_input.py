@@ -123,3 +123,42 @@ def test_empty_and_unknown_files(tmp_path):
     md.write_text("| model | ngl | test |\n|--|--|--|\n| m | 99 | tg128 |\n")
     with pytest.raises(ConfigError, match="no 't/s' column"):
         read_bench(md)
+
+
+def test_command_line_errors_are_one_line_and_json_has_the_fields(tmp_path, capsys):
+    from sim.fidelity.cli import main
+
+    bad = _json(tmp_path, [_row(avg_ts=0)], "bad.json")
+    with pytest.raises(SystemExit) as code:
+        main("calibrate", [f"bench={bad}", f"out={tmp_path / 'o'}"])
+    err = capsys.readouterr().err
+    assert code.value.code == 2 and err.count("\n") == 1 and "row 1: field avg_ts" in err
+    good = _json(tmp_path, [_row(n_cpu_moe=12, n_gen=16, avg_ts=50.0), _row(n_cpu_moe=36, n_gen=16, avg_ts=30.0)])
+    main("calibrate", [f"bench={good}", f"out={tmp_path / 'o'}", "json=true", "host=desktop_ddr5_2ch", "link=pcie4_x16"])
+    res = json.loads(capsys.readouterr().out)
+    assert [r["measured_tok_s"] for r in res["rows"]] == [50.0, 30.0]
+    assert all(r["predicted_tok_s"] > 0 and r["loo_tok_s"] > 0 for r in res["rows"])
+    assert res["loo_median_abs_error"] >= 0 and not res["parameters"]["pcie_h2d_gbs"]["fitted"]
+    assert (tmp_path / "o" / "machine.yaml").exists()
+
+
+def test_machine_knob_replaces_the_hardware(tmp_path):
+    from omegaconf import OmegaConf
+
+    from sim.cli import _specs
+    from sim.fidelity.machine_file import machine_hardware
+
+    path = tmp_path / "machine.yaml"
+    path.write_text("kind: calibrated_machine\ngpu: rtx4090\nhost: desktop_ddr5_2ch\nlink: pcie4_x8\n"
+                    "hardware: {cpu_mem_eff: 0.5, pcie_h2d_gbs: 9.0}\n")
+    cfg = OmegaConf.create({"hardware": {"name": "rtx4090_pcie4"}, "model": {"name": "qwen3_30b_a3b"},
+                            "draft": {"name": "qwen3_4b_fp8"}, "runtime": None, "machine": str(path)})
+    hw = _specs(cfg)["hardware"]
+    assert hw == machine_hardware(path) and hw["link"] == "pcie4_x8" and hw["pcie_h2d_gbs"] == 9.0
+    from sim import config
+    spec = config.hardware(hw, runtime="llama_cpp")
+    assert (spec.cpu_mem_eff, spec.pcie_h2d_gbs) == (0.5, 9.0) and "@calibrated-" in spec.name
+    path.write_text("kind: calibrated_machine\ngpu: rtx4090\nhost: desktop_ddr5_2ch\nlink: pcie4_x8\n"
+                    "hardware: {cpu_mem_eff: -1}\n")
+    with pytest.raises(ConfigError, match="hardware.cpu_mem_eff=-1"):
+        machine_hardware(path)

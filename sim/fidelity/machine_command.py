@@ -61,6 +61,10 @@ def calibrate_bench(opts: dict) -> dict:
     path = str(opts["bench"])
     if not opts.get("out"):
         raise ConfigError("calibrate bench=FILE needs out=DIR (machine.yaml is written there, never into conf/)")
+    from sim.paths import CONF_DIR
+
+    if Path(str(opts["out"])).resolve().is_relative_to(CONF_DIR.resolve()):
+        raise ConfigError(f"out={opts['out']}: a calibrated machine is yours, not a preset; write it outside conf/")
     out_dir = check_writable(Path(str(opts["out"])) / MACHINE_FILE, key="out").parent
     raw = read_bench(path)
     model, quant, rows, notes = bench_runs(raw, path, opts.get("model") or None, int(opts.get("bench_gen_tokens", 8)),

@@ -110,6 +110,14 @@ def test_bad_bench_files_name_row_and_field_and_write_nothing(tmp_path, case, ro
     assert not (out / "machine.yaml").exists()
 
 
+def test_out_inside_conf_is_refused(tmp_path):
+    from sim.paths import CONF_DIR
+
+    with pytest.raises(ConfigError, match="outside conf/"):
+        calibrate_bench({"bench": str(_json(tmp_path, [_row()])), "out": str(CONF_DIR / "mybox")})
+    assert not (CONF_DIR / "mybox").exists()
+
+
 def test_empty_and_unknown_files(tmp_path):
     empty = tmp_path / "empty.json"
     empty.write_text("  \n")

@@ -16,13 +16,13 @@ MD_COLUMNS = (("model", "model_type"), ("size", "model_size"), ("params", "model
               ("ot", "tensor_buft_overrides"))
 
 
-def bench_row(model: str, quant_tag: str, machine: dict, test: dict, threads: int) -> dict:
+def bench_row(model: str, model_type: str, machine: dict, test: dict, threads: int) -> dict:
     """A llama-bench result object (``avg_ts`` still 0) for one test setting of ``model``."""
     from sim import config
 
     m = config.model(model)
     row = {"build_commit": "synthetic", "build_number": 0, "cpu_info": machine["cpu"], "gpu_info": machine["gpu"],
-           "backends": "CUDA", "model_filename": f"{model}.gguf", "model_type": f"{quant_tag}",
+           "backends": "CUDA", "model_filename": f"{model}.gguf", "model_type": model_type,
            "model_size": int(m.total_params * 0.6), "model_n_params": int(m.total_params), "n_batch": 2048,
            "n_ubatch": 512, "n_threads": threads, "type_k": "f16", "type_v": "f16", "n_gpu_layers": 99,
            "n_cpu_moe": 0, "tensor_buft_overrides": "none", "flash_attn": 0, "n_prompt": 0, "n_gen": 0,

@@ -33,11 +33,6 @@ BOUNDS = {"gpu_mem_eff": (0.40, 0.95), "pcie_h2d_gbs": (0.25, 1.0)}   # pcie: x 
 MIN_ELASTICITY = 0.02
 
 
-def base_machine(gpu, host, link) -> dict:
-    """The composition ``{gpu, host, link}`` (preset names or mappings) the bench ran on."""
-    return {"gpu": gpu, "host": host, "link": link}
-
-
 def hw_for(base: dict, row: BenchRow, values: dict) -> dict:
     """The hardware mapping of one row: the parts, its threads, the fitted flat fields."""
     out = {**base, **values}

@@ -101,6 +101,10 @@ def specs_of(cfg: DictConfig) -> dict:
     hw = out["hardware"]
     if "host" in c and "cpu" not in hw:
         hw.update(gpu=c["gpu"], host=c["host"], link=c["link"])   # a composition, not a flat machine
+    if c.get("machine"):   # a calibrated machine (python -m sim calibrate bench=...) replaces the parts
+        from sim.fidelity.machine_file import machine_hardware
+
+        out["hardware"] = hw = machine_hardware(c["machine"])
     hw.update(threads_override(c))   # threads=N: the engine's CPU threads (llama.cpp -t N)
     out["runtime"] = c.get("runtime")
     return out

@@ -23,7 +23,7 @@ def options(command: str, argv: list[str]) -> dict:
             print(f"error: {command}: {key}={value!r}: must be true or false", file=sys.stderr)
             sys.exit(2)
         base[key] = OmegaConf.from_dotlist([arg])[key]
-    for key in ("gen_tokens", "n_jobs", "min_points"):
+    for key in ("gen_tokens", "n_jobs", "min_points", "bench_gen_tokens"):
         if key in base and not (isinstance(base[key], int) and not isinstance(base[key], bool) and base[key] >= 1):
             print(f"error: {command}: {key} must be an integer >= 1, got {base[key]!r}", file=sys.stderr)
             sys.exit(2)
@@ -54,6 +54,10 @@ def main(command: str, argv: list[str]) -> None:
 
             validate(str(opts["points"]), opts["out"] or None, bool(opts["json"]), opts["gen_tokens"], opts["n_jobs"],
                      residuals=opts["residuals"] or None)
+        elif opts.get("bench"):
+            from sim.fidelity.machine_command import calibrate_bench
+
+            calibrate_bench(opts)
         else:
             from sim.fidelity.calibrate import calibrate
 

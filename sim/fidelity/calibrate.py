@@ -88,14 +88,16 @@ PRIOR_SD = 0.5   # prior width of a parameter: half its stated range (log scale)
 
 
 def fit(points: list[Point], runtime: str, bounds: dict, gen_tokens: int,
-        max_nfev: int = 20) -> tuple[dict, np.ndarray]:
+        max_nfev: int = 20, prior: dict | None = None, resid=None, start: dict | None = None) -> tuple[dict, np.ndarray]:
     """The most probable parameters within ``bounds`` (MAP): least squares on log error plus a weak
     Gaussian prior per parameter in log space, centred on the geometric middle of its stated range
     with a standard deviation of half that range, each point's log error weighted as ``OBS_SD``.
     Fitted on a log scale from the middle of the ranges, so the result depends on the points and
     the bounds alone (not on a previous fit), and a parameter no point constrains stays at the
     middle of its range instead of wandering to a bound. Returns the values and the points'
-    residuals (without the prior's)."""
+    residuals (without the prior's). ``prior`` (values) moves the prior's centre off the middle of
+    the ranges, ``resid`` (values -> log errors of ``points``) replaces :func:`residuals` (the
+    machine fit, :mod:`sim.fidelity.machine_fit`), ``start`` starts the search elsewhere."""
     from scipy.optimize import least_squares
 
     names = list(bounds)
@@ -103,8 +105,12 @@ def fit(points: list[Point], runtime: str, bounds: dict, gen_tokens: int,
     span = np.log([bounds[n][1] for n in names]) - lo
     weight = OBS_SD / PRIOR_SD
     value = lambda z: dict(zip(names, np.exp(lo + z * span).tolist()))
-    fun = lambda z: np.concatenate([residuals(points, runtime, value(z), gen_tokens), weight * (z - 0.5)])
-    res = least_squares(fun, np.full(len(names), 0.5), bounds=(0.0, 1.0), diff_step=0.02, max_nfev=max_nfev)
+    to_z = lambda v: np.clip((np.log([v[n] for n in names]) - lo) / span, 0.0, 1.0)
+    mid = np.full(len(names), 0.5) if prior is None else to_z(prior)
+    resid = resid or (lambda v: residuals(points, runtime, v, gen_tokens))
+    fun = lambda z: np.concatenate([resid(value(z)), weight * (z - mid)])
+    res = least_squares(fun, mid if start is None else to_z(start), bounds=(0.0, 1.0), diff_step=0.02,
+                        max_nfev=max_nfev)
     return value(res.x), res.fun[:len(points)]
 
 

@@ -20,8 +20,8 @@ from sim.run.user_input import Rule, UserInputError, check, check_policy_params
     ("sweep", ["n_jobs=abc"], "n_jobs='abc'"),                                          # B21
     ("sweep", ["n_jobs=1.5"], "n_jobs=1.5"),                                            # B23
     ("sweep", ["resume=no"], "resume='no': must be true or false"),                     # B24
-    ("run", ["cache_ration=0.2"], "unknown key 'cache_ration'; did you mean cache_ratio or"),   # C4 (cache_type_k/v are near too)
-    ("run", ["+cache_ration=0.2"], "unknown key 'cache_ration'; did you mean cache_ratio or"),  # C5
+    ("run", ["cache_ration=0.2"], "unknown key 'cache_ration'; did you mean cache_ratio"),    # C4
+    ("run", ["+cache_ration=0.2"], "unknown key 'cache_ration'; did you mean cache_ratio"),   # C5
     ("sweep", ["-m", "cache_ratio=0.1,abc,0.17"], "cache_ratio='abc'"),                 # H1/H2: every sweep value
     ("sweep", ["-m", "gamma=4,-1"], "gamma=-1"),
 ])

@@ -135,7 +135,7 @@ class Engine:
             n = int(sched.n_verify[s])
             forwards = sched.draft_decodes(s)
             if forwards > 0:
-                d = (forwards + self.policy.draft_extra_decodes) * cost.draft_token_s(context)
+                d = cost.draft_step_s(forwards, self.policy.draft_extra_decodes, context)
                 yield from self._gpu_fixed(d, "draft", "draft_s")
             head = cost.cpu_step_fixed_s(n) if self.policy.output_on_cpu else cost.step_fixed_s(n)
             yield from self._gpu_fixed(head, "embed+lm_head", "step_fixed_s",

@@ -210,6 +210,13 @@ class CostModel:
         flops = ops * (n_tokens * m.lm_head_params + (n_tokens if dense_tokens is None else dense_tokens) * dense)
         return max(lm / bw, flops / rate) + hw.step_overhead_us * US + n_tokens * hw.sample_us * US
 
+    def draft_step_s(self, forwards: int, extra_decodes: int, context: int) -> float:
+        """A step's draft phase: its ``forwards`` draft decodes (the schedule's
+        :meth:`traces.windows.Schedule.draft_decodes`: gamma, or fewer when drafting stopped early)
+        plus the policy's ``draft_extra_decodes``; nothing for an autoregressive step. The engine and
+        the planner both price a step's draft here."""
+        return (forwards + extra_decodes) * self.draft_token_s(context) if forwards > 0 else 0.0
+
     def draft_token_s(self, context: int) -> float:
         """One draft forward of one token (GEMV over all draft weights, plus its KV cache)."""
         d, hw = self.draft, self.hw

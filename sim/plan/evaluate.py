@@ -148,8 +148,7 @@ class StaticTable:
         parts = dict.fromkeys(("draft", "head_gpu", "head_cpu", "attn_gpu", "attn_cpu"), 0.0)
         for step in range(s.n_steps):
             n = int(s.n_verify[step])
-            if s.gamma > 0:
-                parts["draft"] += (s.gamma + self.extra_decodes) * cost.draft_token_s(context)
+            parts["draft"] += cost.draft_step_s(s.draft_decodes(step), self.extra_decodes, context)
             parts["head_gpu"] += cost.step_fixed_s(n)
             parts["head_cpu"] += cost.cpu_step_fixed_s(n)
             parts["attn_gpu"] += cost.layer_fixed_s(n, context)

@@ -1,8 +1,13 @@
-"""An event-free evaluator for policies that never prefetch: the engine's recurrence without SimPy.
+"""A test reference: an event-free evaluator for policies that never prefetch, the engine's recurrence
+without SimPy (no production code calls it; the planner prices static placements in closed form,
+:mod:`sim.plan.evaluate`).
 
-It runs the same :class:`sim.protocol.ProtocolCore` as :class:`sim.engine.decode.Engine` and advances
-the GPU's and the link's "free at" times by the same arithmetic (:func:`sim.protocol.layer_end_delay`),
-so on every policy it accepts it returns the engine's decode time and counters exactly. It accepts
+It runs the same :class:`sim.protocol.ProtocolCore` as :class:`sim.engine.decode.Engine`, prices a
+step's fixed parts with the same cost-model calls (:meth:`sim.machine.cost_model.CostModel.draft_step_s`)
+and advances the GPU's and the link's "free at" times by the same arithmetic
+(:func:`sim.protocol.layer_end_delay`), so on every policy it accepts it returns the engine's decode
+time and its request, hit and copy counters exactly; it leaves the busy, bubble and per-step timing
+counters empty. It accepts
 exactly the policies that never prefetch: those that keep the protocol's default
 :meth:`sim.policies.base.Policy.next_transfer`; any other raises :class:`PrefetchingPolicyError`
 before running (when and how often the link asks for a prefetch needs the event engine). Demand
@@ -52,9 +57,7 @@ def fast_decode_time(cost: CostModel, policy: Policy, cache: ExpertCache, schedu
         signals = LazySignals(schedule.counts, s, rng, policy.next_layer_accuracy, policy.draft_accuracy)
         core.step_start(s, signals)
         n = int(schedule.n_verify[s])
-        forwards = schedule.draft_decodes(s)
-        if forwards > 0:
-            now += (forwards + policy.draft_extra_decodes) * cost.draft_token_s(context)
+        now += cost.draft_step_s(schedule.draft_decodes(s), policy.draft_extra_decodes, context)
         now += cost.cpu_step_fixed_s(n) if policy.output_on_cpu else cost.step_fixed_s(n)
         attention = cost.layer_fixed_s(n, context)
         cpu_attention = cost.cpu_layer_fixed_s(n, context) if policy.cpu_layers else 0.0

@@ -161,3 +161,16 @@ def test_the_checks_catch_a_planted_circle_and_a_backward_import(tmp_path):
     bad = flow_violations(edges)
     assert "traces.io -> analysis" in bad
     assert any(b.startswith("sim.policies.lru -> sim.run.runner (layer") for b in bad)
+
+
+def test_no_production_function_takes_more_than_eight_parameters():
+    """A function with more knobs takes a spec or an options dataclass (sim.run.spec.RunSpec, Params)."""
+    wide = []
+    for mod, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+                if len(names) > 8:
+                    wide.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({len(names)})")
+    assert wide == []

@@ -12,6 +12,8 @@ a gate ordering its top-k (a kept expert tends to keep a high gate weight).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 _CHUNK = 256
@@ -98,8 +100,21 @@ def stickiness(reuse: np.ndarray, q: np.ndarray, k: int, gain: float = 1.0) -> n
     return np.where(reuse < chance, reuse / np.maximum(chance, 1e-9) - 1, (lo + hi) / 2)
 
 
-def generate(pop: np.ndarray, stick: np.ndarray, k: int, tokens: int, w: int, a: np.ndarray, beta: float,
-             shift_rate: float, rng: np.random.Generator,
+@dataclass(frozen=True)
+class Draw:
+    """What :func:`generate` draws: ``tokens`` positions of top-``k`` routing per layer, from the
+    working-set segment mixture (``w`` sets weighted ``a``, sharpness ``beta``) that shifts to a new
+    segment with probability ``shift_rate`` per token."""
+
+    k: int
+    tokens: int
+    w: int
+    a: np.ndarray
+    beta: float
+    shift_rate: float
+
+
+def generate(pop: np.ndarray, stick: np.ndarray, draw: Draw, rng: np.random.Generator,
              alt_rng: np.random.Generator | None = None, progress=None) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Routing int16 [tokens, L, k], the number of segments, and (with ``alt_rng``) the routing of
     an alternative token at every position: drawn like the real token, from the same segment and
@@ -108,6 +123,7 @@ def generate(pop: np.ndarray, stick: np.ndarray, k: int, tokens: int, w: int, a:
     Random numbers are drawn in whole chunks of tokens, so a shorter trace with the same generator
     state is an exact prefix of a longer one; the alternative rows use their own generator and never
     change the real ones. ``progress(n)`` (optional) is called after each chunk of ``n`` tokens."""
+    k, tokens, w, a, beta, shift_rate = draw.k, draw.tokens, draw.w, draw.a, draw.beta, draw.shift_rate
     L, E = pop.shape
     rows = np.arange(L)[:, None]
     sign = np.where(stick < 0, -1e9, 1e9)[None, :, None]

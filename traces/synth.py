@@ -41,7 +41,7 @@ from omegaconf import OmegaConf
 import traces
 from traces.errors import TraceError
 from traces.profiles import MODELS, assumed_class, model_class, routing_assumption
-from traces.routing_model import N_PROBE, generate, popularity, segment_mix, solve_exponent, stickiness
+from traces.routing_model import Draw, N_PROBE, generate, popularity, segment_mix, solve_exponent, stickiness
 from traces.schema import SCHEMA_VERSION, Trace
 
 CONF_DIR = Path(traces.__file__).resolve().parents[1] / "conf"
@@ -186,9 +186,9 @@ def synthesize(model: str, workload: str = DEFAULT_WORKLOAD, tokens: int = 4096,
     from tqdm import tqdm
     with tqdm(total=gp["tokens"], unit="tok", desc=f"synth {model}/{workload}",
               disable=gp["tokens"] < PROGRESS_TOKENS) as bar:
-        experts, n_seg, alt = generate(pop, np.array(gp["stickiness"]), mc.top_k, gp["tokens"], gp["working_set"],
-                                       np.array(gp["working_set_weight"]), mc.ws_beta, gp["shift_rate"], rng,
-                                       alt_rng, progress=bar.update)
+        draw = Draw(mc.top_k, gp["tokens"], gp["working_set"], np.array(gp["working_set_weight"]), mc.ws_beta,
+                    gp["shift_rate"])
+        experts, n_seg, alt = generate(pop, np.array(gp["stickiness"]), draw, rng, alt_rng, progress=bar.update)
     meta = {"schema_version": SCHEMA_VERSION, "model": model, "hf_name": mc.hf_name,
             "n_layers": mc.n_layers, "n_experts": mc.n_experts, "top_k": mc.top_k,
             "dense_layers": list(mc.dense_layers), "shared_experts": mc.shared_experts,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from sim.machine import specs as config
-from sim.machine.memory_plan import plan_memory
 from sim.policies.base import PolicyContext
 from sim.protocol import build_context, policy_cost_model
+from sim.run.spec import RunSpec
 
 PRECISIONS = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16"}
 
@@ -67,17 +67,14 @@ def draft_spec(draft, name: str) -> dict:
             "kv_bytes_per_token": _kv_bytes_per_token(cfg, cfg.num_hidden_layers, bytes_per)}
 
 
-def policy_context(policy, hardware: dict, model: dict, draft: dict, cache_ratio: float, gamma: int,
-                   table_context: int, context: int = 4096, seed: int = 0,
-                   profile: np.ndarray | None = None, future: np.ndarray | None = None) -> PolicyContext:
-    """The :class:`PolicyContext` that ``run_one`` builds for the same run (one function for both:
-    :func:`sim.protocol.build_context`); ``table_context`` is the cost table's KV length."""
-    from sim.policies.registry import policy_runtime
+def policy_context(policy, spec: RunSpec, profile: np.ndarray | None = None,
+                   future: np.ndarray | None = None) -> PolicyContext:
+    """The :class:`PolicyContext` that ``run_one`` builds for the same run: the run's specification
+    resolved as the simulator resolves it (:func:`sim.run.resolve.resolve`: runtime, gamma, draft,
+    memory plan), then one function for both executors (:func:`sim.protocol.build_context`) with the
+    live ``policy`` object; ``spec.run.table_tokens`` is the cost table's KV length."""
+    from sim.run.resolve import resolve
 
-    # the runtime the policy's system is built on, as run_one resolves it
-    hw, m = config.hardware(hardware, default_runtime=policy_runtime(policy.name)), config.model(model)
-    g = policy.run_gamma(gamma)
-    d = config.draft(draft if g > 0 else "none")
-    plan = plan_memory(hw, m, d, cache_ratio, context)
-    cost = policy_cost_model(policy, hw, m, d, g)
-    return build_context(policy, cost, plan.n_slots, g, table_context, seed, profile, future)
+    r = resolve(spec)
+    cost = policy_cost_model(policy, r.hw, r.model, r.draft, r.gamma)
+    return build_context(policy, cost, r.plan.n_slots, r.gamma, spec.run.table_tokens, spec.run.seed, profile, future)

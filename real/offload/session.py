@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from sim.run.spec import RunSpec
 from real.offload.context import draft_spec, model_spec, policy_context
 from real.offload.decoder import OffloadedDecoder
 from real.router_hooks import RouterRecorder, capture_trace
@@ -80,8 +81,10 @@ class OffloadSession:
             pre = self._prepass(ids, gamma, meta)
             profile = routing_counts(pre.experts, pre.n_layers, pre.n_experts)
             future = build_schedule(pre, gamma, pre.n_tokens - 1).counts
-        ctx = policy_context(policy, self.hardware, self.model_spec, self.draft_spec, opts.cache_ratio, gamma,
-                             table_context(len(ids), max_new - 1), opts.context, opts.seed, profile, future)
+        spec = RunSpec.of(policy=opts.policy, policy_args=dict(opts.policy_args), hardware=self.hardware,
+                          model=self.model_spec, draft=self.draft_spec, cache_ratio=opts.cache_ratio, gamma=gamma,
+                          table_tokens=table_context(len(ids), max_new - 1), context=opts.context, seed=opts.seed)
+        ctx = policy_context(policy, spec, profile, future)
         self.ex.begin(policy, ctx, sync=opts.sync)
         self.ex.prefill = None
         if opts.prefill:

@@ -66,7 +66,7 @@ def breakeven_command(cfg: DictConfig) -> dict:
     from sim.commands.common import specs_of
     from sim.machine.cost_model import CostModel
     from sim.policies.registry import policy_runtime
-    from sim.speculation.breakeven import breakeven, figure, report, to_json
+    from sim.speculation.breakeven import Search, breakeven, figure, report, to_json
 
     c = check(cfg)
     out = Path(c["out"])
@@ -74,8 +74,8 @@ def breakeven_command(cfg: DictConfig) -> dict:
     specs = specs_of(cfg)
     args.update(specs, experiment="breakeven")
     b = breakeven(args, c["ar_policies"], c["sd_policies"], [float(a) for a in c["acceptances"]],
-                  int(c["gamma_min"]), int(c["gamma_max"]), c["ratios"] if c["map"] else None,
-                  bool(c["equal_vram"]))
+                  Search(int(c["gamma_min"]), int(c["gamma_max"]), c["ratios"] if c["map"] else None,
+                         bool(c["equal_vram"])))
     hw = config.hardware(args["hardware"], runtime=args["runtime"], default_runtime=policy_runtime(c["sd_policies"][0]))
     cost = CostModel(hw, config.model(specs["model"]), config.draft(specs["draft"]))
     ratio = cost.draft_token_s(c["prompt_tokens"] + c["gen_tokens"] // 2) / b.ar_token_s

@@ -71,9 +71,22 @@ class MemoryPlan:
                           f"  largest that fits: {self.largest_settings()}"])
 
 
+@dataclass(frozen=True)
+class PlanOptions:
+    """How a memory plan is asked for: ``check`` (False returns an over-full plan, for what-if
+    tables), expert slots set by an engine knob (``n_slots``, replacing the cache ratio), a VRAM cap
+    (``vram_budget_gib``), MoE layers whole on the CPU (``cpu_layers``, llama.cpp ``-ngl``), and the
+    engine's memory options (``engine``: :class:`sim.machine.vram.MemoryOptions`; None: defaults)."""
+
+    check: bool = True
+    n_slots: int | None = None
+    vram_budget_gib: float | None = None
+    cpu_layers: int = 0
+    engine: object = None
+
+
 def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_ratio: float,
-                context: int = 4096, check: bool = True, n_slots: int | None = None,
-                vram_budget_gib: float | None = None, cpu_layers: int = 0, engine=None) -> MemoryPlan:
+                context: int = 4096, opts: PlanOptions = PlanOptions()) -> MemoryPlan:
     """Turn ``cache_ratio`` (or ``n_slots``, when an engine knob sets them) into slots and check
     that everything fits in VRAM (or in ``vram_budget_gib`` of it).
 
@@ -85,6 +98,8 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
     engines' own placement (:mod:`sim.machine.vram`), with ``engine`` (:class:`sim.machine.vram.MemoryOptions`:
     KV cache types, micro-batch, flash attention) or its defaults.
     """
+    check, n_slots, vram_budget_gib, cpu_layers, engine = (opts.check, opts.n_slots, opts.vram_budget_gib,
+                                                           opts.cpu_layers, opts.engine)
     if not 0.0 <= cache_ratio <= 1.0:
         raise ConfigError(f"cache_ratio must lie in 0..1, got {cache_ratio}")
     total = model.n_layers * model.n_experts

@@ -23,6 +23,7 @@ from sim.protocol.context import build_context, policy_cost_model, table_context
 from sim.run.workload import preset_spec, routing_shape, run_profile, schedule, synthetic_trace
 from traces.schema import Trace
 from traces.windows import Schedule
+from sim.machine.memory_plan import PlanOptions
 
 
 @dataclass
@@ -97,8 +98,8 @@ class Setting:
         kept whole in host DRAM (``-ngl``); never raises: ``fits`` says."""
         speculative = make_policy(policy).speculative
         return plan_memory(self.hw(policy), self.spec, self.draft_spec(speculative), 0.0, self.context,
-                           check=False, n_slots=n_slots, vram_budget_gib=self.vram_budget_gib,
-                           cpu_layers=cpu_layers, engine=self.engine)
+                           opts=PlanOptions(check=False, n_slots=n_slots, vram_budget_gib=self.vram_budget_gib,
+                           cpu_layers=cpu_layers, engine=self.engine))
 
 
 def fits(plan: MemoryPlan) -> bool:

@@ -164,7 +164,7 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
         X = np.indices(tuple(sizes + 1)).reshape(len(sizes), -1).T
         best, _ = _best_row(X, keys, sizes, costs, limit, link_wait_s)
     else:
-        best = _local_search(counts, present, costs, keys, members, sizes, limit, link_wait_s, times)
+        best = _local_search(counts, present, costs, (keys, members, sizes), (limit, link_wait_s), times)
     best = [int(x) for x in best]
     if key is not None:
         memo[key] = best
@@ -179,8 +179,10 @@ def _mark(on_gpu: np.ndarray, best: list[int], members: list[list[int]]) -> None
             on_gpu[group[:x]] = True
 
 
-def _local_search(counts, present, costs, keys, members, sizes, limit, wait, times=None):
-    """Steepest descent over class-count vectors (moves of +-1 in one class)."""
+def _local_search(counts, present, costs, classes: tuple, budget: tuple, times=None):
+    """Steepest descent over class-count vectors (moves of +-1 in one class); ``classes`` is
+    ``(keys, members, sizes)`` of :func:`_classes`, ``budget`` ``(max fetches, link wait seconds)``."""
+    (keys, members, sizes), (limit, wait) = classes, budget
     cc = _class_costs(keys, costs, times)
     pres = cc[0]
     greedy = two_ended(counts, present, costs, times)

@@ -67,7 +67,7 @@ def simulate_prefill(costs: PrefillCosts, rule, experts: np.ndarray, resident: n
         res.gpu_busy_s += head
         choices = np.zeros(L, dtype=bool)
         for layer in range(L):
-            t, choices[layer] = _layer(res, costs, rule, u, layer, n, start, counts[layer], resident[layer], t)
+            t, choices[layer] = _layer(res, costs, rule, (u, layer, n, start), (counts[layer], resident[layer]), t)
         res.copied_layers.append(choices)
         res.ubatch_s.append(t - t0)
     res.ttft_s = t
@@ -75,8 +75,11 @@ def simulate_prefill(costs: PrefillCosts, rule, experts: np.ndarray, resident: n
     return res
 
 
-def _layer(res: PrefillResult, costs: PrefillCosts, rule, u: int, layer: int, n: int, cached: int,
-           counts: np.ndarray, resident: np.ndarray, t: float) -> tuple[float, bool]:
+def _layer(res: PrefillResult, costs: PrefillCosts, rule, where: tuple, routing: tuple, t: float) -> tuple[float, bool]:
+    """One MoE layer of micro-batch ``u`` from time ``t``: attention, then the touched experts copied
+    or computed on the CPU by ``rule``; ``where`` is ``(u, layer, tokens, tokens cached before)``,
+    ``routing`` the layer's ``(tokens per expert, resident mask)``. Returns (end time, copied)."""
+    (u, layer, n, cached), (counts, resident) = where, routing
     attn = costs.attention_s(n, cached)
     t = _busy(res, "GPU", f"U{u} L{layer} attn", t, attn)
     res.gpu_busy_s += attn

@@ -19,6 +19,7 @@ from sim.run.workload import check_trace, preset_spec
 from traces.errors import TraceError
 from traces.io import load_trace
 from traces.schema import Trace
+from sim.machine.memory_plan import PlanOptions
 
 
 @dataclass
@@ -73,8 +74,8 @@ def resolve(spec: RunSpec) -> Resolved:
     if slots is None and mem.slots_per_layer is not None:
         slots = int(mem.slots_per_layer) * m.n_layers
     engine = MemoryOptions(mem.cache_type_k, mem.cache_type_v, int(spec.serving.ubatch), bool(mem.flash_attn))
-    plan = plan_memory(hw, m, d, mem.cache_ratio, mem.context, n_slots=slots, vram_budget_gib=mem.vram_budget_gib,
-                       cpu_layers=pol.cpu_layer_count(m.n_layers), engine=engine)
+    plan = plan_memory(hw, m, d, mem.cache_ratio, mem.context, opts=PlanOptions(n_slots=slots, vram_budget_gib=mem.vram_budget_gib,
+                       cpu_layers=pol.cpu_layer_count(m.n_layers), engine=engine))
     cache_ratio = plan.n_slots / (m.n_layers * m.n_experts) if slots is not None else mem.cache_ratio
     if mem.equal_vram and g == 0:
         plan = replace(plan, n_slots=equal_vram_slots(hw, m, preset_spec("draft", sp.draft), cache_ratio, mem.context))

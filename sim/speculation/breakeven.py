@@ -56,10 +56,23 @@ def crossing(xs, ys, level: float = 1.0):
     return None, False
 
 
-def breakeven(args: dict, ar_policies, sd_policies, acceptances, gamma_min: int = 1, gamma_max: int = 12,
-              ratios=None, equal_vram: bool = False, progress: bool = True) -> BreakEven:
-    """Compute the curve (and the map when ``ratios`` is given); ``args`` are ``run_one`` arguments.
-    ``gamma_min`` is at least 1: gamma 0 is autoregressive decoding, not speculation."""
+@dataclass(frozen=True)
+class Search:
+    """What a break-even search scans: draft lengths ``gamma_min..gamma_max`` (``gamma_min`` at least
+    1: gamma 0 is autoregressive decoding, not speculation), the draft cost ratios of the map (None:
+    no map), and whether AR policies get the draft's VRAM as expert slots (``equal_vram``)."""
+
+    gamma_min: int = 1
+    gamma_max: int = 12
+    ratios: tuple | list | None = None
+    equal_vram: bool = False
+
+
+def breakeven(args: dict, ar_policies, sd_policies, acceptances, search: Search = Search(),
+              progress: bool = True) -> BreakEven:
+    """Compute the curve (and the map when ``search.ratios`` is given); ``args`` are the run's flat
+    specification keys (:meth:`sim.run.spec.RunSpec.of`)."""
+    gamma_min, gamma_max, ratios, equal_vram = search.gamma_min, search.gamma_max, search.ratios, search.equal_vram
     if gamma_min < 1:
         raise ValueError(f"gamma_min={gamma_min}: must be an integer in 1..12 (gamma 0 does not speculate)")
     ar = {p: _tps(args, p, equal_vram=equal_vram) for p in ar_policies}

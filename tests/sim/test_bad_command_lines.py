@@ -6,7 +6,7 @@ import pytest
 from sim.__main__ import precheck
 from sim.commands.fidelity import main as fidelity_main, options
 from sim.policies.registry import policy_names
-from sim.speculation.breakeven import breakeven
+from sim.speculation.breakeven import Search, breakeven
 from sim.commands.breakeven import _refuse_wrong_kind
 from sim.run.user_input import UserInputError, check
 
@@ -20,7 +20,7 @@ def test_gamma_min_zero_is_refused():
         check("gamma_min", 0)
     assert check("gamma_min", 1) == 1
     with pytest.raises(ValueError, match="gamma_min=0: must be an integer in 1..12"):
-        breakeven({}, ["llamacpp"], ["llamacpp_sd"], [0.5], gamma_min=0, progress=False)   # before any run
+        breakeven({}, ["llamacpp"], ["llamacpp_sd"], [0.5], Search(gamma_min=0), progress=False)   # before any run
 
 
 def test_breakeven_policies_must_be_of_their_kind():

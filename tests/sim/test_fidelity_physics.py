@@ -8,7 +8,7 @@ import pytest
 from sim.machine import specs as config
 from sim.machine.cost_model import CostModel
 from sim.engine.decode import Engine
-from sim.machine.memory_plan import plan_memory
+from sim.machine.memory_plan import PlanOptions, plan_memory
 from sim.policies.static import LlamaCppStatic
 from sim.machine.compose import thread_bandwidth
 from tests.sim.doubles import context_for, make_cache, tiny_specs, toy_trace
@@ -79,7 +79,7 @@ def test_ngl_keeps_the_cpu_layers_weights_and_kv_out_of_vram():
     hw, m, d = _ngl_specs()
     m = replace(m, non_expert_params=5000)
     hw = replace(hw, workspace_gib=0.0)
-    full, part = plan_memory(hw, m, d, 0.0, context=10), plan_memory(hw, m, d, 0.0, context=10, cpu_layers=1)
+    full, part = plan_memory(hw, m, d, 0.0, context=10), plan_memory(hw, m, d, 0.0, 10, opts=PlanOptions(cpu_layers=1))
     assert full.non_expert - part.non_expert == pytest.approx(1000 * 2)     # one layer's 1000 weights, 2 B each
     assert full.kv - part.kv == pytest.approx(10 * 100 / 2)
 

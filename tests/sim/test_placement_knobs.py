@@ -14,6 +14,7 @@ from sim.machine.memory_plan import GIB, plan_memory
 from sim.run.runner import run_one
 from sim.machine.published import PRESETS
 from sim.run.spec import RunSpec
+from sim.machine.memory_plan import PlanOptions
 
 SHORT = dict(gen_tokens=16, workload="gsm8k")
 
@@ -34,10 +35,10 @@ def test_slots_per_layer_and_per_layer_gpu_experts():
 def test_vram_budget_caps_the_plan_and_the_error_names_the_largest_settings():
     hw, m, d = config.hardware("rtx4090_pcie4"), config.model("qwen3_30b_a3b"), config.draft("none")
     full = plan_memory(hw, m, d, 0.1)
-    small = plan_memory(hw, m, d, 0.1, vram_budget_gib=16)
+    small = plan_memory(hw, m, d, 0.1, opts=PlanOptions(vram_budget_gib=16))
     assert full.free_for_experts - small.free_for_experts == pytest.approx(8 * GIB)
     with pytest.raises(ConfigError, match=r"policy\.n_cpu_moe>=\d+"):
-        plan_memory(hw, m, d, 0.9, vram_budget_gib=16)
+        plan_memory(hw, m, d, 0.9, opts=PlanOptions(vram_budget_gib=16))
 
 
 def test_memory_plan_parts_by_quant_context_and_draft():

@@ -4,7 +4,7 @@ import pytest
 
 from sim.machine import specs as config
 from sim.policies import make_policy
-from sim.speculation.breakeven import breakeven, crossing
+from sim.speculation.breakeven import Search, breakeven, crossing
 from sim.speculation.fair import equal_vram_slots, run_acceptance
 from sim.speculation.gamma import best_gamma
 
@@ -61,7 +61,7 @@ def test_adaspec_climbs_while_faster_and_stops_when_slower():
 def test_breakeven_on_a_tiny_grid():
     args = dict(workload="gsm8k", cache_ratio=0.12, gen_tokens=6, seed=0, prompt_tokens=256, context=4096,
                 hardware="rtx4090_pcie4", model="mixtral_8x7b", draft="qwen3_0_6b", experiment="t")
-    b = breakeven(args, ["llamacpp", "fiddler"], ["llamacpp_sd"], [0.3, 1.0], 1, 3, ratios=[0.0, 0.5],
+    b = breakeven(args, ["llamacpp", "fiddler"], ["llamacpp_sd"], [0.3, 1.0], Search(1, 3, ratios=[0.0, 0.5]),
                   progress=False)
     assert b.ar_tps == max(b.ar_tps_by_policy.values()) and len(b.curve) == 2
     assert b.curve[1]["tps"] > b.curve[0]["tps"]             # more acceptance, more speed

@@ -10,6 +10,7 @@ from sim.machine.memory_plan import GIB, plan_memory
 from sim.run.resolve import resolve
 from sim.run.user_input import UserInputError, check
 from sim.run.spec import RunSpec
+from sim.machine.memory_plan import PlanOptions
 
 SHORT = dict(workload="gsm8k", gen_tokens=8, prompt_tokens=64, draft="none", gamma=0)
 RTX2080 = {"name": "rtx2080_box", "gpu": "rtx2080", "host": "hedt_ddr4_4ch", "link": "pcie3_x16"}
@@ -51,7 +52,8 @@ def test_every_published_training_point_fits():
     from sim.fidelity.points import load_points, run_kwargs
     from sim.paths import CONF_DIR
 
-    points = [p for f in sorted((CONF_DIR / "validation").glob("*.yaml")) for p in load_points(f).points]
+    files = [f for f in sorted((CONF_DIR / "validation").glob("*.yaml")) if f.name != "loso_residuals.yaml"]
+    points = [p for f in files for p in load_points(f).points]
     assert len(points) >= 30
     for p in points:
         r = resolve(RunSpec.of(**run_kwargs(p.run, gen_tokens=8)))
@@ -82,7 +84,7 @@ def test_hf_gpt_oss_config_plans_as_its_preset_term_by_term(tmp_path):
     d = config.draft("none")
     for runtime in ("llama_cpp", "custom_cuda"):
         hw = config.hardware(RTX2080, runtime=runtime)
-        a, b = plan_memory(hw, hf, d, 0.5, check=False), plan_memory(hw, preset, d, 0.5, check=False)
+        a, b = plan_memory(hw, hf, d, 0.5, opts=PlanOptions(check=False)), plan_memory(hw, preset, d, 0.5, opts=PlanOptions(check=False))
         for field in ("reserved", "non_expert", "draft", "kv", "workspace", "expert_bytes", "n_slots"):
             assert getattr(a, field) == getattr(b, field), (runtime, field)
         assert (a.terms is None and b.terms is None) or a.terms == b.terms

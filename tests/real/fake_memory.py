@@ -6,7 +6,8 @@ operation that takes one (``F.linear`` in the expert math, ``copy_``...) is repo
 stand-in as a kernel on the calling thread's current stream that reads it (or writes it, for
 in-place operations). :class:`Regions` keeps, per byte range, the last write and the reads since,
 each as ``(stream, sequence number)``, and raises :class:`Hazard` when a new access is not ordered
-after a conflicting one (read after an unordered write, write after an unordered read or write),
+after a conflicting one (read after an unordered write, write after an unordered read or write)
+or reads a buffer nothing was written into,
 the checks a race detector such as compute-sanitizer's racecheck makes, on stream order.
 """
 from __future__ import annotations
@@ -97,7 +98,10 @@ class Regions:
                known: dict) -> None:
         """Check one access by an op ``(stream, seq)`` ordered after ``vector``, then record it.
         ``known`` is what the host has seen complete (:class:`Hazard` on a conflict)."""
-        for s in self._overlapping(*rng):
+        found = self._overlapping(*rng)
+        if not write and not any(s["write"] for s in found):
+            raise Hazard(f"{what} on stream {stream.name}: reads a buffer nothing was written into")
+        for s in found:
             w = s["write"]
             if w is not None and w[0] is not stream and vector.get(w[0], 0) < w[1]:
                 kind = "overwritten" if write else "read"

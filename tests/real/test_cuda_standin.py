@@ -94,6 +94,14 @@ def test_re_recording_an_event_before_it_completed_raises():
     fake2.record(event, s2)                                    # seen complete: reuse is fine
 
 
+def test_reading_a_buffer_nothing_was_copied_into_raises():
+    fake, s, slots, host = setup()
+    fake.event_sync(copy_on(fake, s, slots[0], host[0]))
+    F.linear(torch.ones(1, 3), slots[0])
+    with pytest.raises(Hazard, match="nothing was written"):
+        F.linear(torch.ones(1, 3), slots[1])
+
+
 def test_asynchronous_copy_from_pageable_memory_raises():
     fake, s, slots, _ = setup()
     with pytest.raises(Hazard, match="pageable"):
@@ -102,7 +110,7 @@ def test_asynchronous_copy_from_pageable_memory_raises():
 
 # --- the executor's CUDA branch on the stand-in ----------------------------------------------
 
-POLICIES = ("moespac", "llamacpp_sd")
+POLICIES = ("moespac", "llamacpp_sd", "ondemand_lru")   # prefetch, static placement, demand fetches
 
 
 @pytest.fixture(scope="module")
@@ -157,9 +165,10 @@ def test_cuda_branch_on_the_standin_equals_plain_greedy(runs, policy):
     assert len(slot_reads) == 2 * c.gpu_execs          # gate_up and down of each device expert
 
 
-def test_transfers_go_on_the_copy_stream_and_kernels_on_the_compute_stream(runs):
-    log, c, _, _, _ = runs("moespac")
+@pytest.mark.parametrize("policy", ["moespac", "ondemand_lru"])
+def test_transfers_go_on_the_copy_stream_and_kernels_on_the_compute_stream(runs, policy):
+    log, c, _, _, _ = runs(policy)
     copies = [op for op in log if op[2] == "expert-copy"]
-    assert c.prefetches > 0 and len(copies) == 2 * (c.prefetches + c.demand_fetches + c.streams)
+    assert c.prefetches + c.demand_fetches > 0 and len(copies) == 2 * (c.prefetches + c.demand_fetches + c.streams)
     assert {op[1] for op in copies} == {"s1"} and {op[0] for op in copies} == {"copy"}
     assert {op[1] for op in log if op[0] == "linear"} == {"default"}

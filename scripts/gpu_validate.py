@@ -66,16 +66,16 @@ class Sizes:
         return cls(device="cpu", dtype="float32", tokens=6, warmup=0, model=["synthetic=qwen3_30b_a3b", "layers=2",
                    "draft_layers=1", "hidden=64", "moe_intermediate=32", "vocab=512"],
                    link_sizes=(64 * 1024, MIB), expert_shapes=(("qwen3_30b_a3b", 64, 24), ("deepseek_v2_lite", 64, 44)),
-                   expert_tokens=(1, 9), reps=2, profile_args=["fast=true", "max_tokens=4"])
+                   expert_tokens=(1, 9), reps=2, profile_args=["fast=true", "max_tokens=4", "context=32"])
 
 
 def plan(out: Path, z: Sizes, device, dtype) -> list:
     """``(name, thunk)`` of every step, most valuable first."""
-    tps, speed = [], []
+    tps, speed, shared = [], [], {}   # shared["prepared"]: the validate model, built once
 
     def validate_at(ratio):
         def go():
-            results = step_validate(out, z, ratio)
+            results = step_validate(out, z, ratio, shared=shared)
             tps.extend(tps_rows(ratio, results))
             row = speedup_row(ratio, results)
             speed.extend([row] if row else [])
@@ -86,7 +86,14 @@ def plan(out: Path, z: Sizes, device, dtype) -> list:
     return [("machine", lambda: step_machine(out, z, device)), ("links", lambda: step_links(out, z, device)),
             ("experts", lambda: step_experts(out, z, device, dtype)), ("profile", lambda: step_profile(out, z))] + \
         [(f"validate_r{r}", validate_at(r)) for r in z.ratios] + \
-        [("sync", lambda: step_sync(out, z)), ("check", lambda: step_check(out, z))]
+        [("sync", lambda: step_sync(out, z, shared)), ("check", lambda: release(shared) or step_check(out, z))]
+
+
+def release(shared: dict) -> None:
+    """Stop and drop the validate model (its memory goes back before the check builds another)."""
+    prepared = shared.pop("prepared", None)
+    if prepared is not None:
+        prepared.close()
 
 
 def main(argv: list[str]) -> int:

@@ -89,15 +89,23 @@ def step_profile(out: Path, z) -> str:
     return f"pcie_h2d_gbs {hw['pcie_h2d_gbs']}, gpu_tflops {hw['gpu_tflops']}"
 
 
-def step_validate(out: Path, z, ratio: float, sync: bool = False) -> list:
-    """``python -m real validate`` of the policies at one cache ratio (one prompt set, timed)."""
+def step_validate(out: Path, z, ratio: float, sync: bool = False, shared: dict | None = None) -> list:
+    """``python -m real validate`` of the policies at one cache ratio (one prompt set, timed); the
+    models are prepared once and kept in ``shared`` for the next calls."""
+    from dataclasses import replace
+
     from real.offload.options import ValidateOptions, parse
+    from real.offload.run import prepare
     from real.offload.validate import validate
     name = "sync" if sync else f"validate_r{ratio}"
     args = [*common(z), f"hardware={out / 'hardware.yaml'}", f"policies={z.policies}", f"cache_ratio={ratio}",
             f"max_new_tokens={z.tokens}", f"prompts=tiny:{z.prompts}", f"out={out / name}", "quiet=true",
             f"warmup={0 if sync else z.warmup}"] + (["sync=true"] if sync else [])
-    return validate(parse(ValidateOptions, args))
+    opts = parse(ValidateOptions, args)
+    shared = {} if shared is None else shared
+    if "prepared" not in shared:
+        shared["prepared"] = prepare(replace(opts, policy=opts.policies.split(",")[0], check=False))
+    return validate(opts, shared["prepared"])
 
 
 def tps_rows(ratio: float, results: list) -> list:
@@ -119,10 +127,10 @@ def speedup_row(ratio: float, results: list, fast: str = "moespac", base: str = 
     return [ratio, f"{real:.3f}", f"{sim:.3f}", f"{100 * (sim - real) / real:.1f}"]
 
 
-def step_sync(out: Path, z) -> str:
+def step_sync(out: Path, z, shared: dict | None = None) -> str:
     """Synchronous mode at the first ratio: decision counts real vs simulated."""
     from real.offload.replay import count_differences
-    results = step_validate(out, z, z.ratios[0], sync=True)
+    results = step_validate(out, z, z.ratios[0], sync=True, shared=shared)
     rows = [[v.policy, "identical" if not count_differences(v.real, v.sim) else
              f"DIFFER {count_differences(v.real, v.sim)}"] for v in results]
     write_csv(out / "sync.csv", ["policy", "decision_counts"], rows)

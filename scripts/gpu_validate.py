@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
                 torch.cuda.empty_cache()
         status[-1][2] = f"{time.perf_counter() - start:.1f}"
         print(f"== {name}: {status[-1][1]} ({status[-1][2]} s) {status[-1][3]}", flush=True)
-    write_csv(out / "status.csv", ["step", "status", "seconds", "note"], status)
+        write_csv(out / "status.csv", ["step", "status", "seconds", "note"], status)   # a killed run keeps it
     summary = "\n".join(f"{s[0]:<16}{s[1]:<8}{s[2]:>7} s  {s[3]}" for s in status)
     (out / "summary.txt").write_text(summary + f"\ntotal {time.perf_counter() - t0:.1f} s\n")
     return 1 if any(s[1] == "FAILED" for s in status) else 0

@@ -31,6 +31,14 @@ def setup(copy_s: float = 0.0):
     return fake, fake.new_stream(), slots, host
 
 
+def test_the_standin_has_exactly_the_device_apis_methods():
+    from real.offload.device_api import CudaApi
+
+    def public(cls):
+        return {n for n in vars(cls) if not n.startswith("_") and callable(getattr(cls, n))}
+    assert public(CudaApi) == public(FakeCuda) - {"kernel"}   # kernel: how stand-in buffers report ops
+
+
 def copy_on(fake, stream, dst, src):
     with fake.use_stream(stream):
         fake.copy_async(dst, src)

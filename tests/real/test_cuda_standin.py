@@ -123,7 +123,7 @@ POLICIES = ("moespac", "llamacpp_sd", "ondemand_lru")   # prefetch, static place
 
 @pytest.fixture(scope="module")
 def runs():
-    """``get(policy)``: the stand-in's log of the policy's run, the counters and tokens of one prompt,
+    """``get(policy, copy_s)``: the stand-in's log of the policy's run, the counters and tokens of one prompt,
     plain greedy's tokens and the stand-in (one model load and one offload for every policy; a
     failed run fails only its own tests)."""
     from real.offload.models import load_models, offload
@@ -145,29 +145,34 @@ def runs():
         state["executor"] = offload(models, api=state["fake"])
     fresh(models)
 
-    def get(policy):
-        if policy not in done:
+    def get(policy, copy_s=0.002):
+        key = (policy, copy_s)
+        if key not in done:
             fake, start = state["fake"], len(state["fake"].log)
+            fake.copy_s = copy_s
             try:
                 session = OffloadSession(state["models"], state["executor"], options(policy),
                                          load_hardware(options(policy).hardware))
                 _, counters, _, tokens = session.run_prompt(*prompts[0], 0)
-                done[policy] = (fake.log[start:], counters, tokens, reference, list(fake.hazards))
+                settled = all(fake.known.get(st, 0) >= st.seq for st in fake.streams[1:])   # copies seen landed
+                done[key] = (fake.log[start:], counters, tokens, reference, list(fake.hazards), settled)
             except Exception as exc:   # a hazard left the executor mid-run: the next policy starts afresh
-                done[policy] = exc
+                done[key] = exc
                 state["executor"].close()
                 fresh(load_models(options(policy)))
-        if isinstance(done[policy], Exception):
-            raise done[policy]
-        return done[policy]
+            fake.copy_s = 0.002
+        if isinstance(done[key], Exception):
+            raise done[key]
+        return done[key]
     yield get
     state["executor"].close()
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_cuda_branch_on_the_standin_equals_plain_greedy(runs, policy):
-    log, c, tokens, reference, hazards = runs(policy)
+    log, c, tokens, reference, hazards, settled = runs(policy)
     assert tokens == reference and hazards == []
+    assert settled        # at the end of a prompt every copy in flight has landed and was seen to
     assert c.gpu_execs > 0 and c.gpu_execs + c.cpu_execs == c.requests
     slot_reads = [op for op in log if op[0] == "linear"]
     assert len(slot_reads) == 2 * c.gpu_execs          # gate_up and down of each device expert
@@ -175,8 +180,13 @@ def test_cuda_branch_on_the_standin_equals_plain_greedy(runs, policy):
 
 @pytest.mark.parametrize("policy", ["moespac", "ondemand_lru"])
 def test_transfers_go_on_the_copy_stream_and_kernels_on_the_compute_stream(runs, policy):
-    log, c, _, _, _ = runs(policy)
+    log, c, _, _, _, _ = runs(policy)
     copies = [op for op in log if op[2] == "expert-copy"]
     assert c.prefetches + c.demand_fetches > 0 and len(copies) == 2 * (c.prefetches + c.demand_fetches + c.streams)
     assert {op[1] for op in copies} == {"s1"} and {op[0] for op in copies} == {"copy"}
     assert {op[1] for op in log if op[0] == "linear"} == {"default"}
+
+
+def test_a_slow_link_keeps_the_tokens_and_a_prompt_ends_with_its_copies_landed(runs):
+    _, c, tokens, reference, hazards, settled = runs("moespac", copy_s=0.03)   # copies in flight at the end
+    assert tokens == reference and hazards == [] and settled and c.prefetches > 0

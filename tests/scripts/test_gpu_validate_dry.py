@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.real import need
@@ -22,7 +23,7 @@ def test_dry_run_writes_every_table(tmp_path):
     need("torch")
     need("transformers")
     out = tmp_path / "gv"
-    env = dict(os.environ, GPU_VALIDATE_DRY="1", BUDGET_S="600")
+    env = dict(os.environ, GPU_VALIDATE_DRY="1", BUDGET_S="600", PYTHON=sys.executable)
     p = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_validate.sh"), str(out)], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

@@ -1,7 +1,7 @@
 """The CPU stand-in for CUDA (``tests/real/fake_cuda.py``) and the executor's CUDA branch on it.
 
 First the stand-in itself on hand cases: copies land later and in stream order, and each hazard
-(reading before the copy is ordered, overwriting while read or in flight, re-recording an event
+(reading before the copy is ordered or a buffer never written, overwriting while read or in flight, re-recording an event
 early, an asynchronous copy from pageable memory) raises. Then the live executor with the
 stand-in as its device API: its CUDA branch (copy stream, events, guards, pinned host experts)
 decodes exactly the tokens of plain greedy decoding, with no hazard, copies on the copy stream and

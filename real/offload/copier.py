@@ -3,10 +3,10 @@
 It mirrors :class:`sim.engine.link.Link`: demand transfers (a layer waits for them) are served first, in
 request order; when none waits and prefetching is enabled, the engine asks the executor for the
 policy's next prefetch (the executor calls the policy under its lock); transfers are never
-preempted. With CUDA each copy is issued on a dedicated copy stream after the destination's
-last-use event, and the worker waits for the copy's own event before reporting it landed, so a
-landed expert is complete on the device. Without CUDA the copy is a host memcpy on the same
-thread. :class:`Faults` injects failed or slow transfers (tests and robustness drills).
+preempted. With a device API (:mod:`real.offload.device_api`: CUDA, or the tests' CPU stand-in)
+each copy is issued on a dedicated copy stream after the destination's last-use event, and the
+worker waits for the copy's own event before reporting it landed, so a landed expert is complete
+on the device. Without one (CPU) the copy is a host memcpy on the same thread. :class:`Faults` injects failed or slow transfers (tests and robustness drills).
 """
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ class CopyEngine:
         self.host, self.pool = host, pool
         self.next_prefetch, self.landed = next_prefetch, landed
         self.faults = faults or Faults()
-        self.cuda = pool.device.type == "cuda"
-        self.stream = torch.cuda.Stream(device=pool.device) if self.cuda else None
+        self.api = pool.api
+        self.stream = self.api.new_stream() if self.api is not None else None
         self.cond = threading.Condition()
         self.queue: deque = deque()
         self.prefetch_enabled = True
@@ -154,8 +154,8 @@ class CopyEngine:
         return self.next_prefetch()
 
     def _run(self) -> None:
-        if self.cuda:
-            torch.cuda.set_device(self.pool.device)
+        if self.api is not None:
+            self.api.bind_thread()
         try:
             with torch.inference_mode():   # buffers may be inference tensors (allocated mid-decode)
                 self._loop()
@@ -182,16 +182,17 @@ class CopyEngine:
             job.seconds = time.perf_counter() - t0
             return
         guards = job.guards or (None,) * len(job.wheres)
-        if self.cuda:
-            with torch.cuda.stream(self.stream):
+        api = self.api
+        if api is not None:
+            with api.use_stream(self.stream):
                 for expert, where, guard in zip(job.copy.experts, job.wheres, guards):
                     if guard is not None:
-                        self.stream.wait_event(guard)
+                        api.wait_event(self.stream, guard)
                     for d, s in zip(self.pool.buffers(where), self.host.expert(job.layer, expert)):
-                        d.copy_(s, non_blocking=True)
-                event = torch.cuda.Event()
-                event.record(self.stream)
-            event.synchronize()
+                        api.copy_async(d, s)
+                event = api.new_event()
+                api.record(event, self.stream)
+            api.event_sync(event)
         else:
             for expert, where in zip(job.copy.experts, job.wheres):
                 for d, s in zip(self.pool.buffers(where), self.host.expert(job.layer, expert)):

@@ -47,9 +47,11 @@ class OffloadExecutor(TransferMixin):
     """
 
     def __init__(self, host, acts: list, gates: list, device: torch.device, cpu_workers: int = 1,
-                 faults: Faults | None = None):
+                 faults: Faults | None = None, api=None):
         from real.model_loading import normalize_device
+        from real.offload.device_api import device_api
         self.host, self.acts, self.gates, self.device = host, acts, gates, normalize_device(device)
+        self.api = api if api is not None else device_api(self.device)   # None: the CPU path
         self.cpu = CpuTier(cpu_workers)
         self.faults = faults or Faults()
         self.lock = threading.RLock()
@@ -97,7 +99,7 @@ class OffloadExecutor(TransferMixin):
             return
         if self.copier is not None:
             self.copier.close()
-        self.pool = SlotPool(n_slots, self.host.expert_shapes, self.host.dtype, self.device)
+        self.pool = SlotPool(n_slots, self.host.expert_shapes, self.host.dtype, self.device, self.api)
         self.copier = CopyEngine(self.host, self.pool, self.start_prefetch, self.transfer_landed, self.faults)
 
     @property
@@ -107,12 +109,16 @@ class OffloadExecutor(TransferMixin):
 
     def _load_initial(self, experts) -> None:
         """Static placement before decoding (the core loaded it): copied now, costing no decode time."""
+        api = self.api
         for layer, expert in experts:
             slot = self.pool.slot((layer, expert))
             for dst, src in zip(self.pool.buffers(("slot", slot)), self.host.expert(layer, expert)):
-                dst.copy_(src, non_blocking=True)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+                if api is not None:
+                    api.copy_async(dst, src)
+                else:
+                    dst.copy_(src)
+        if api is not None:
+            api.device_sync()
 
     def pause(self) -> None:
         """Stop prefetching and wait until every transfer in flight has landed."""

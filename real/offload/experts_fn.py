@@ -54,10 +54,13 @@ def moe_modules(model) -> tuple[list[int], list, list]:
     return ([i for i, _ in found], [layers[i].mlp.experts for i, _ in found], [g for _, g in found])
 
 
-def take_model_experts(model, device: torch.device):
-    """Move ``model``'s routed experts to host memory (pinned for CUDA); returns the HostExperts."""
+def take_model_experts(model, device: torch.device, api=None):
+    """Move ``model``'s routed experts to host memory (pinned by the device API: ``api``, else the
+    one of ``device``, none on the CPU); returns the HostExperts."""
+    from real.offload.device_api import device_api
     _, experts, _ = moe_modules(model)
-    return take_experts(experts, torch.device(device), pin=torch.device(device).type == "cuda")
+    api = api if api is not None else device_api(device)
+    return take_experts(experts, torch.device(device), pin=api.pin if api is not None else None)
 
 
 def install(model, executor) -> list:

@@ -3,7 +3,7 @@
 After :func:`take_experts` every MoE layer's ``experts.gate_up_proj`` / ``down_proj`` parameters
 are empty placeholders on the compute device and the weights live here, one ``[E, 2I, H]`` and
 one ``[E, H, I]`` tensor per MoE layer, pinned when CUDA is used (asynchronous host->device
-copies need page-locked memory). Attention, dense layers, routers and shared experts are not
+copies need page-locked memory; the device API's ``pin`` makes them so). Attention, dense layers, routers and shared experts are not
 touched: they stay on the compute device with the rest of the model.
 """
 from __future__ import annotations
@@ -69,8 +69,9 @@ def check_layout(experts: torch.nn.Module) -> None:
             raise OffloadError(f"{type(experts).__name__} has no {name!r} (not a transformers 5.x fused experts module)")
 
 
-def take_experts(modules: list[torch.nn.Module], device: torch.device, pin: bool) -> HostExperts:
-    """Move the expert weights of ``modules`` to host memory (pinned if ``pin``).
+def take_experts(modules: list[torch.nn.Module], device: torch.device, pin=None) -> HostExperts:
+    """Move the expert weights of ``modules`` to host memory (``pin(tensor)`` makes them page-locked,
+    e.g. :meth:`real.offload.device_api.CudaApi.pin`; None leaves them pageable).
 
     Each module keeps empty placeholder parameters on ``device`` so that moving or inspecting the
     model does not bring the experts back.
@@ -80,7 +81,7 @@ def take_experts(modules: list[torch.nn.Module], device: torch.device, pin: bool
         check_layout(mod)
         for name, store in (("gate_up_proj", gate_up), ("down_proj", down)):
             t = getattr(mod, name).detach().to("cpu").contiguous()
-            store.append(t.pin_memory() if pin else t)
+            store.append(pin(t) if pin is not None else t)
             setattr(mod, name, torch.nn.Parameter(torch.empty(0, dtype=t.dtype, device=device),
                                                   requires_grad=False))
     return HostExperts(gate_up, down)

@@ -60,7 +60,7 @@ def _compute(ex, layer, hidden, routing, weights, plan) -> torch.Tensor:
         futures.append(_cpu_task(ex, layer, e, routing, host_in))
     for job in plan.extra:
         ex.wait(job)
-    t_gpu = _device_done(hidden.device)
+    t_gpu = _device_done(ex.api)
     results = [f.result() for f in futures]
     _tally(ex, t1, t_gpu, max((r[2] for r in results), default=None))
     for e, out, _ in results:
@@ -79,10 +79,10 @@ def _cpu_task(ex, layer, e, routing, host_in):
     return ex.cpu.submit(e, host_in, (tok, pos), gate_up, down, ex.acts[layer])
 
 
-def _device_done(device: torch.device) -> float:
+def _device_done(api) -> float:
     """When the device finished the layer's queued expert kernels (host clock)."""
-    if device.type == "cuda":
-        torch.cuda.current_stream(device).synchronize()
+    if api is not None:
+        api.stream_sync(api.current_stream())
     return time.perf_counter()
 
 

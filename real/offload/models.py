@@ -53,15 +53,19 @@ def load_models(opts) -> LoadedModels:
                         moe_summary(target)["n_shared_experts"], names.eos(), names.vocab, encode)
 
 
-def offload(models: LoadedModels, cpu_workers: int = 1, faults=None):
-    """Experts to host memory, the rest of the target to the device, executor installed."""
+def offload(models: LoadedModels, cpu_workers: int = 1, faults=None, api=None):
+    """Experts to host memory, the rest of the target to the device, executor installed (``api``:
+    the device API, default :func:`real.offload.device_api.device_api` of the device; tests pass
+    a CPU stand-in)."""
+    from real.offload.device_api import device_api
     from real.offload.executor import OffloadExecutor
     from real.offload.experts_fn import install, moe_modules, take_model_experts
-    host = take_model_experts(models.target, models.device)
+    api = api if api is not None else device_api(models.device)
+    host = take_model_experts(models.target, models.device, api)
     models.target.to(models.device)
     if models.device.type == "cuda":
         torch.cuda.empty_cache()   # the experts' device copies (synthetic models are built there) are gone
     _, experts, gates = moe_modules(models.target)
-    executor = OffloadExecutor(host, [m.act_fn for m in experts], gates, models.device, cpu_workers, faults)
+    executor = OffloadExecutor(host, [m.act_fn for m in experts], gates, models.device, cpu_workers, faults, api)
     install(models.target, executor)
     return executor

@@ -4,9 +4,10 @@ its last reader finishes.
 The :class:`sim.protocol.expert_cache.ExpertCache` counts slots; this pool owns the physical buffers
 behind them: ``gate_up [n_slots, 2I, H]`` and ``down [n_slots, H, I]`` on the compute device,
 plus a few staging buffers for experts computed on the device straight from host weights
-(``STREAM``), which use no cache slot. With CUDA, every buffer remembers the event recorded after
-the last kernel that read it; a copy into the buffer waits for that event on the copy stream, so
-a slot is never overwritten while a queued kernel still reads it.
+(``STREAM``), which use no cache slot. With a device API (:mod:`real.offload.device_api`), the
+buffers are the API's and every buffer remembers the event recorded after the last kernel that
+read it; a copy into the buffer waits for that event on the copy stream, so a slot is never
+overwritten while a queued kernel still reads it.
 """
 from __future__ import annotations
 
@@ -14,18 +15,24 @@ import torch
 
 
 class SlotPool:
-    """``n_slots`` expert buffers on ``device`` plus on-demand staging buffers."""
+    """``n_slots`` expert buffers on ``device`` plus on-demand staging buffers (allocated by the
+    device API ``api`` when there is one)."""
 
     def __init__(self, n_slots: int, shapes: tuple[tuple[int, ...], tuple[int, ...]],
-                 dtype: torch.dtype, device: torch.device):
-        self.device, self.dtype, self.shapes = device, dtype, shapes
+                 dtype: torch.dtype, device: torch.device, api=None):
+        self.device, self.dtype, self.shapes, self.api = device, dtype, shapes, api
         self.n_slots = n_slots
-        self.gate_up = torch.empty((n_slots, *shapes[0]), dtype=dtype, device=device)
-        self.down = torch.empty((n_slots, *shapes[1]), dtype=dtype, device=device)
+        self.gate_up = self._empty((n_slots, *shapes[0]))
+        self.down = self._empty((n_slots, *shapes[1]))
         self._stage: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._stage_free: list[int] = []
         self.last_use: dict[tuple[str, int], object] = {}
         self.clear()
+
+    def _empty(self, shape: tuple) -> torch.Tensor:
+        if self.api is not None:
+            return self.api.empty(shape, self.dtype)
+        return torch.empty(shape, dtype=self.dtype, device=self.device)
 
     def clear(self) -> None:
         """Forget every assignment (a new prompt starts with an empty cache)."""
@@ -60,8 +67,7 @@ class SlotPool:
     def acquire_stage(self) -> int:
         """A free staging buffer (allocated on first need, reused afterwards)."""
         if not self._stage_free:
-            self._stage.append((torch.empty(self.shapes[0], dtype=self.dtype, device=self.device),
-                                torch.empty(self.shapes[1], dtype=self.dtype, device=self.device)))
+            self._stage.append((self._empty(self.shapes[0]), self._empty(self.shapes[1])))
             return len(self._stage) - 1
         return self._stage_free.pop()
 
@@ -69,13 +75,14 @@ class SlotPool:
         """Give staging buffer ``i`` back."""
         self._stage_free.append(i)
 
-    # --- ordering against queued kernels (CUDA) ---------------------------------------------
+    # --- ordering against queued kernels (device API) ----------------------------------------
     def mark_used(self, places: list[tuple[str, int]]) -> None:
         """Record, after the kernels that read ``places`` were queued, the event a copy must wait for."""
-        if self.device.type != "cuda" or not places:
+        api = self.api
+        if api is None or not places:
             return
-        event = torch.cuda.Event()
-        event.record(torch.cuda.current_stream(self.device))
+        event = api.new_event()
+        api.record(event, api.current_stream())
         for p in places:
             self.last_use[p] = event
 

@@ -91,8 +91,11 @@ def _traces_of(folder: Path) -> list:
     return [load_trace(p) for p in list_traces(folder / "traces")]
 
 
-def validate(opts) -> list[PolicyValidation]:
-    """Run (or load, with ``run=DIR``) the real side per policy, replay it, print and write the table."""
+def validate(opts, prepared=None) -> list[PolicyValidation]:
+    """Run (or load, with ``run=DIR``) the real side per policy, replay it, print and write the table.
+
+    ``prepared`` (:func:`real.offload.run.prepare` of the same models) is reused and left open;
+    without it the models are built here and closed at the end."""
     from real.offload.run import load_hardware, prepare, run
     out = Path(opts.out) if opts.out else None
     sim_hw = load_hardware(opts.sim_hardware) if opts.sim_hardware else None
@@ -110,7 +113,9 @@ def validate(opts) -> list[PolicyValidation]:
         policies = [p.strip() for p in opts.policies.split(",") if p.strip()]
         for policy in policies:
             make_policy(policy)   # every name is checked before the models load
-        prepared = prepare(replace(opts, policy=policies[0], check=False))   # models built once
+        own = prepared is None
+        if own:
+            prepared = prepare(replace(opts, policy=policies[0], check=False))   # models built once
         try:
             for policy in policies:
                 sub = replace(opts, policy=policy, out=str(out / policy) if out else None, quiet=True, check=False)
@@ -119,7 +124,8 @@ def validate(opts) -> list[PolicyValidation]:
                 v.real_rows = report.rows
                 results.append(v)
         finally:
-            prepared.close()
+            if own:
+                prepared.close()
     sync = bool(results and results[0].n_traces and opts.sync)
     text = "\n\n".join(format_table(v, sync) for v in results)
     print(text)

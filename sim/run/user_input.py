@@ -94,12 +94,33 @@ def check(key: str, value, rule: Rule | None = None):
 
 
 def check_all(values: dict, keys=None) -> dict:
-    """Every key of ``values`` that has a rule (or only ``keys``), checked; returns the normalised dict."""
+    """Every key of ``values`` that has a rule (or only ``keys``), checked; returns the normalised dict.
+    A run-specification key without a row in :data:`RULES` is checked against its field's type
+    (:func:`spec_rule`), so a new knob is type-checked without a row here."""
     out = dict(values)
     for key in keys if keys is not None else values:
-        if key in RULES and key in values:
-            out[key] = check(key, values[key])
+        if key not in values:
+            continue
+        rule = RULES.get(key) or spec_rule(key)
+        if rule is not None:
+            out[key] = check(key, values[key], rule)
     return out
+
+
+def spec_rule(key: str) -> Rule | None:
+    """The rule a :class:`sim.run.spec.RunSpec` field's annotation implies (bool, int, float, str;
+    nullable when its default is None), or None for other types and other keys."""
+    from dataclasses import fields
+
+    from sim.run.spec import GROUP_OF, GROUPS
+
+    group = GROUP_OF.get(key)
+    if group is None:
+        return None
+    f = next(f for f in fields(GROUPS[group]) if f.name == key)
+    kind = {"bool": "bool", "int": "int", "float": "number", "str": "str"}.get(
+        str(f.type).replace(" | None", ""))
+    return Rule(kind, nullable=f.default is None) if kind else None
 
 
 def threads_override(values: dict) -> dict:

@@ -68,8 +68,8 @@ class WorkloadChoice:
 class MemoryChoice:
     """Where experts may live: the cacheable share of experts, or slots per layer, a VRAM cap, the KV
     context reserved, ``equal_vram`` (an AR policy gets the draft's VRAM as slots), and the KV cache
-    element types and flash attention that size llama.cpp's KV cache and compute buffer
-    (``-ctk`` / ``-ctv`` / ``-fa``, :mod:`sim.machine.vram`)."""
+    element types, flash attention and full-size sliding-window caches that size llama.cpp's KV cache
+    and compute buffer (``-ctk`` / ``-ctv`` / ``-fa`` / ``--swa-full``, :mod:`sim.machine.vram`)."""
 
     cache_ratio: float = 0.17
     slots_per_layer: int | None = None
@@ -79,6 +79,7 @@ class MemoryChoice:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     flash_attn: bool = True
+    swa_full: bool = False
 
 
 @dataclass(frozen=True)

@@ -114,3 +114,45 @@ def test_sigkill_three_times_then_resume_equals_an_uninterrupted_gen_tokens_grid
     assert len(a) == 6 and sorted(a.gen_tokens) == [16, 16, 24, 24, 32, 32]
     pd.testing.assert_frame_equal(a.drop(columns="sim_wall_s"), b.drop(columns="sim_wall_s"))
     assert not [f for f in killed.iterdir() if f.name.endswith(".tmp")]
+
+
+ALT = {   # a valid non-default value of every run-specification field (and the base it needs)
+    "hardware": "h200_pcie5", "runtime": "custom_cuda", "model": "deepseek_v2_lite", "quant": "q4_k_m",
+    "quant_dense": "q8_0", "draft": "qwen3_0_6b", "gamma": 4, "acceptance": 0.3,
+    "acceptance_model": {"decay": 0.9}, "policy": "moespac_ar", "policy_args": {"K": 4}, "overlap": False,
+    "workload": "alpaca", "prompt_tokens": 128, "cache_ratio": 0.1, "slots_per_layer": 16,
+    "vram_budget_gib": 23.0, "context": 2048, "equal_vram": True, "cache_type_k": "q8_0", "cache_type_v": "q8_0",
+    "flash_attn": False, "swa_full": True, "prefill": True, "ubatch": 256, "prefill_rule": "cpu",
+    "prefill_threshold": 512, "batch": 2, "stagger": 1, "gen_tokens": 24, "seed": 1, "experiment": "x",
+    "table_tokens": 300}
+NEEDS = {"equal_vram": dict(policy="llamacpp"), "ubatch": dict(prefill=True), "prefill_rule": dict(prefill=True),
+         "prefill_threshold": dict(prefill=True), "stagger": dict(batch=2)}
+SAME = {"timeline": True}            # changes what is written, not a number
+ELSEWHERE = {"trace"}                # a replayed trace: its path and digest (test_trace_replay)
+
+
+def test_every_field_of_the_run_specification_changes_the_run_id():
+    """The identity is derived from the spec: a new field joins it with no other change (and this
+    table lists a value for it, or says why not)."""
+    from sim.run.spec import FLAT_KEYS
+
+    assert set(FLAT_KEYS) == set(ALT) | set(SAME) | ELSEWHERE
+    for key, value in ALT.items():
+        base = {**BASE, **NEEDS.get(key, {})}
+        before = run_id(resolve(RunSpec.of(**base)).identity)
+        after = run_id(resolve(RunSpec.of(**{**base, key: value})).identity)
+        assert before != after, f"{key}={value!r} leaves the run id unchanged"
+    for key, value in SAME.items():
+        assert run_id(resolve(RunSpec.of(**BASE)).identity) == run_id(resolve(RunSpec.of(**BASE, **{key: value})).identity)
+
+
+def test_swa_full_from_the_command_line_sizes_gpt_oss_kv_cache(tmp_path):
+    """llama.cpp's ``--swa-full`` keeps a full-context cache in gpt-oss's sliding-window layers: the
+    KV term grows, and the key is type-checked from its spec field."""
+    from sim.run.user_input import UserInputError, check_all
+
+    args = dict(policy="llamacpp", model="gpt_oss_20b", hardware="rtx4090_pcie4", gen_tokens=8, context=32768)
+    kv = [resolve(RunSpec.of(**args, swa_full=f)).plan.kv for f in (False, True)]
+    assert 1.9 < kv[1] / kv[0] < 2.0      # half the layers slide (window 128): with --swa-full they hold 32k too
+    with pytest.raises(UserInputError, match="swa_full='maybe': must be true or false"):
+        check_all({"swa_full": "maybe"})

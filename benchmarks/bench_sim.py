@@ -25,7 +25,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from sim.run.spec import RunSpec
 
 HERE = Path(__file__).resolve()
 
@@ -33,23 +32,37 @@ HERE = Path(__file__).resolve()
 def run_args(policy: str, tokens: int) -> dict:
     """``run_one`` arguments of the benchmarked run (Qwen3-30B-A3B, gsm8k, gamma 8, ``tokens``
     generated), with its synthetic trace built beforehand (synthesis is benchmarked elsewhere)."""
-    from sim.run.workload import synthetic_trace
+    try:
+        from sim.run.workload import synthetic_trace
+    except ImportError:                      # an older checkout (--other): before sim/run/
+        from sim.runner import synthetic_trace
 
     synthetic_trace("qwen3_30b_a3b", "gsm8k", tokens + 9, 0)
     return dict(policy=policy, workload="gsm8k", gen_tokens=tokens, gamma=8)
+
+
+def _run_one():
+    """``run_one`` taking keyword arguments, in this tree (a RunSpec) or an older one (--other)."""
+    try:
+        from sim.run.runner import run_one
+        from sim.run.spec import RunSpec
+    except ImportError:
+        from sim.runner import run_one
+        return run_one
+    return lambda **args: run_one(RunSpec.of(**args))
 
 
 def measure(policy: str, tokens: int, repeat: int) -> dict:
     """Best-of-``repeat`` wall time of one run of ``policy``, its event count and simulated time."""
     import simpy
 
-    from sim.run.runner import run_one
+    run_one = _run_one()
 
     args = run_args(policy, tokens)
     walls, cpus = [], []
     for _ in range(repeat):
         t, c = time.perf_counter(), time.process_time()
-        res = run_one(RunSpec.of(**args))
+        res = run_one(**args)
         walls.append(time.perf_counter() - t)
         cpus.append(time.process_time() - c)
     step, n = simpy.Environment.step, [0]
@@ -60,7 +73,7 @@ def measure(policy: str, tokens: int, repeat: int) -> dict:
 
     simpy.Environment.step = counting_step
     try:
-        run_one(RunSpec.of(**args))
+        run_one(**args)
     finally:
         simpy.Environment.step = step
     return {"policy": policy, "wall_s": min(walls), "cpu_s": min(cpus), "events": n[0], "tokens": int(res.row["gen_tokens"]),

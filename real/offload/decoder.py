@@ -51,6 +51,7 @@ class _ExecutorObserver(DecodeObserver):
     def on_prefill(self, prompt_len, first_token):
         self.ttft_s = time.perf_counter() - self.t_start
         self.ex.prefilling = False
+        self.ex.land_prefill()
 
     def on_step_start(self, index):
         self.t_step = time.perf_counter()

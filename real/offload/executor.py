@@ -120,6 +120,19 @@ class OffloadExecutor(TransferMixin):
         if api is not None:
             api.device_sync()
 
+    def land_prefill(self) -> None:
+        """The prompt's copies handed to the decode's cache as the simulator hands them over
+        (:func:`sim.prefill.handoff.land_prefill_copies`: a caching policy's own victims, fewest
+        tokens first), then their bytes written into the slots they got; before the first step."""
+        if self.prefill is None or not self.prefill.last_copied:
+            return
+        from sim.prefill.handoff import land_prefill_copies
+
+        with self.lock:
+            before = self.cache.resident.copy()
+            land_prefill_copies(self.core, self.prefill.last_copied)
+            self._load_initial([(int(l), int(e)) for l, e in zip(*np.nonzero(self.cache.resident & ~before))])
+
     def pause(self) -> None:
         """Stop prefetching and wait until every transfer in flight has landed."""
         self.copier.prefetch_enabled = False

@@ -28,6 +28,7 @@ class RealPrefill:
     costs: object
     copied: list = field(default_factory=list)    # per MoE layer: True = copied to the device
     routing: list = field(default_factory=list)   # per MoE layer: the prompt's top-k ids [P, k]
+    last_copied: dict = field(default_factory=dict)   # layer -> (host experts copied, their tokens)
     copies: int = 0
     gpu_execs: int = 0
     cpu_execs: int = 0
@@ -76,6 +77,8 @@ def prefill_layer(ex, pf: RealPrefill, layer: int, hidden: torch.Tensor, top_k_i
             outs[e] = expert_forward(hidden[tok], gate_up, down, act, top_k_weights[tok, pos])
         pf.copies += int(host.size)
         pf.gpu_execs += int(touched.size)
+        if host.size:                  # what the decode's cache receives (sim.prefill.handoff)
+            pf.last_copied[layer] = (host, counts[host])
     else:
         host_in = (hidden.to("cpu"), top_k_weights.to("cpu"))
         futures = []

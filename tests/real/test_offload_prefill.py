@@ -46,3 +46,30 @@ def test_prefill_follows_the_rule_and_matches_the_simulated_prefill(prepared):
             assert pf.copies == 0 and pf.cpu_execs > 0
         if rule == "gpu":
             assert pf.cpu_execs == 0 and pf.copies > 0
+
+
+def test_a_caching_policy_decodes_from_what_the_prefill_copied(prepared, monkeypatch):
+    """As in the simulator (sim.prefill.handoff), the prompt's copies land in a caching policy's
+    decode cache before the first step (its own victims), and a static placement keeps its own."""
+    from real.offload.executor import OffloadExecutor
+
+    seen = []
+    original = OffloadExecutor.land_prefill
+
+    def spy(self):
+        before = self.cache.resident.copy()
+        original(self)
+        seen.append((before, self.cache.resident.copy(), dict(self.prefill.last_copied) if self.prefill else {}))
+
+    monkeypatch.setattr(OffloadExecutor, "land_prefill", spy)
+    args = [a for a in BASE if not a.startswith("policy=")]
+    plain = run(parse(RunOptions, args + ["policy=ondemand_lru"]), prepared)
+    cached = run(parse(RunOptions, args + ["policy=ondemand_lru", "prefill=true", "prefill_rule=gpu"]), prepared)
+    assert cached.tokens[0] == plain.tokens[0]
+    before, after, copied = seen[-1]
+    new = np.argwhere(after & ~before)
+    assert len(new) > 0 and after.sum() <= prepared.executor.cache.n_slots
+    assert all(e in set(copied[layer][0].tolist()) for layer, e in new.tolist())   # only what the prompt copied
+    run(parse(RunOptions, BASE + ["prefill=true", "prefill_rule=gpu"]), prepared)   # llama.cpp: static
+    before, after, _ = seen[-1]
+    assert (before == after).all()

@@ -54,8 +54,7 @@ def _compute(ex, layer, hidden, routing, weights, plan) -> torch.Tensor:
             on_device(e, where)
             continue
         with ex.lock:   # the copy failed: its slots are free again; the CPU computes the expert
-            ex.c.gpu_execs -= 1
-            ex.c.cpu_execs += 1
+            ex.core.fell_back()
         host_in = host_in or (hidden.to("cpu"), weights.to("cpu"))
         futures.append(_cpu_task(ex, layer, e, routing, host_in))
     for job in plan.extra:

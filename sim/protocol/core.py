@@ -151,6 +151,12 @@ class ProtocolCore:
             return False
         return True
 
+    def fell_back(self) -> None:
+        """An awaited demand copy failed (:meth:`landed` with ``ok=False``): its expert runs on the
+        CPU instead of the GPU, and the tallies say so (an executor calls this; it never re-tallies)."""
+        self.c.gpu_execs -= 1
+        self.c.cpu_execs += 1
+
     def _fallback(self, e: int, k: int, plan: LayerPlan) -> None:
         """A demand fetch found no slot: the expert runs on the CPU."""
         self.c.fallbacks += 1

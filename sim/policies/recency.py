@@ -6,6 +6,7 @@ import heapq
 import numpy as np
 
 _NEVER_OLDEST = np.iinfo(np.int64).max
+ELIGIBLE, STALE = -1, -2   # LRUOrder._held: the entry may be the victim / is dropped (else: the layer holding it)
 
 
 class StampLRU:
@@ -146,29 +147,38 @@ class LRUOrder(StampLRU):
         """Index of the first live, evictable entry from ``i`` whose flat id is not in ``avoid``
         (or ``len``); marks the entries of experts no longer resident stale, and appends to
         ``skipped`` (per layer) the entries passed for being pinned or avoided."""
-        keys, ticks, last = self._keys, self._ticks, self._last
-        res = cache.resident.reshape(-1)
+        keys, res = self._keys, cache.resident.reshape(-1)
         if pinned is None:
             pinned = cache.pinned.tolist()
-        E, n = self.E, len(keys)
+        n = len(keys)
         i = max(i, self._head)
         while i < n:
-            k = keys[i]
-            if ticks[i] == last[k]:
-                if res[k]:
-                    l = k // E
-                    if not pinned[l] and (avoid is None or k not in avoid):
-                        return i
-                    if skipped is not None:
-                        skipped.setdefault(l, []).append(i)
-                    i += 1
-                    continue
-                ticks[i] = -1                    # dropped: a later landing appends it again
-                self._garbage += 1
+            held = self._held(i, res, pinned, avoid)
+            if held == ELIGIBLE:
+                return i
+            if held >= 0:                        # live but held back: its layer is pinned or it is avoided
+                if skipped is not None:
+                    skipped.setdefault(held, []).append(i)
+                i += 1
+                continue
             if i == self._head:
                 self._head += 1
             i += 1
         return n
+
+    def _held(self, i: int, res, pinned, avoid) -> int:
+        """What keeps entry ``i`` from being the victim: :data:`ELIGIBLE` (nothing), :data:`STALE`
+        (a newer entry of its expert exists, or its expert left: then marked dropped, and a later
+        landing appends it again), or the layer that holds it back (pinned, or the expert avoided)."""
+        k = self._keys[i]
+        if self._ticks[i] != self._last[k]:
+            return STALE
+        if not res[k]:
+            self._ticks[i] = -1
+            self._garbage += 1
+            return STALE
+        layer = k // self.E
+        return ELIGIBLE if not pinned[layer] and (avoid is None or k not in avoid) else layer
 
     def _sync_state(self, cache, avoid) -> None:
         """Make pending the skipped entries of layers that may have become eligible since the last
@@ -206,21 +216,15 @@ class LRUOrder(StampLRU):
     def _first_pending(self, cache) -> int | None:
         """The oldest pending entry that is eligible now; ineligible ones go back to ``skipped``
         and garbage is dropped."""
-        pending, keys, ticks, last = self._pending, self._keys, self._ticks, self._last
-        res = cache.resident.reshape(-1)
-        pinned, avoid, E = self._pin_list, self._avoid_set, self.E
+        pending, res = self._pending, cache.resident.reshape(-1)
+        pinned, avoid = self._pin_list, self._avoid_set
         while pending:
             i = pending[0]
-            k = keys[i]
-            if ticks[i] == last[k]:
-                if res[k]:
-                    l = k // E
-                    if not pinned[l] and (avoid is None or k not in avoid):
-                        return i
-                    self._skipped.setdefault(l, []).append(i)
-                else:
-                    ticks[i] = -1
-                    self._garbage += 1
+            held = self._held(i, res, pinned, avoid)
+            if held == ELIGIBLE:
+                return i
+            if held >= 0:
+                self._skipped.setdefault(held, []).append(i)
             heapq.heappop(pending)
         return None
 

@@ -50,12 +50,7 @@ class Fate(OffloadPolicy):
         if signals.next_pred is not None and layer + 1 < self.ctx.n_layers:
             pred = np.asarray(signals.next_pred)
             guess = requested(pred)
-            nxt = layer + 1
-            absent = ~(cache.resident[nxt] | cache.inflight[nxt])
-            guess = guess[np.lexsort((guess, -pred[guess]))]
-            wanted = absent[guess]
-            for rank in wanted.nonzero()[0].tolist():
-                self.queue.push(nxt, int(guess[rank]), rank)
+            self.queue.push_absent(layer + 1, guess[np.lexsort((guess, -pred[guess]))], cache)
         return Placement(where)
 
     def next_transfer(self, cache):

@@ -82,10 +82,7 @@ class HybriMoE(OffloadPolicy):
         if nxt < self.ctx.n_layers and self.k_prefetch > 0:
             row = self.score[nxt]
             top = np.argsort(-row, kind="stable")[: self.k_prefetch]    # ties: expert id
-            absent = ~(cache.resident[nxt] | cache.inflight[nxt])
-            wanted = (row[top] > 0) & absent[top]
-            for rank in wanted.nonzero()[0].tolist():
-                self.queue.push(nxt, int(top[rank]), rank)
+            self.queue.push_absent(nxt, top, cache, keep=row[top] > 0)
         return Placement(where)
 
     def next_transfer(self, cache):

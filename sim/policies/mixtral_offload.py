@@ -70,11 +70,8 @@ class MixtralOffload(OffloadPolicy):
     def _speculate(self, nxt: int, pred: np.ndarray, cache) -> None:
         guess = requested(pred)       # ascending: a stable sort by count breaks ties by id
         guess = guess[np.argsort(-pred[guess], kind="stable")][: self.n_prefetch]
-        res = cache.resident[nxt][guess]
-        absent = np.flatnonzero(~(res | cache.inflight[nxt][guess]))
-        for rank, e in zip(absent.tolist(), guess[absent].tolist()):
-            self.queue.push(nxt, e, rank)
-        self.lru.touch_each(nxt, guess[res].tolist())      # the cached guesses are used, in guess order
+        self.queue.push_absent(nxt, guess, cache)
+        self.lru.touch_each(nxt, guess[cache.resident[nxt][guess]].tolist())   # the cached guesses are used, in order
 
     def next_transfer(self, cache):
         return self.offer(self.queue.pop(cache))

@@ -4,6 +4,8 @@ from __future__ import annotations
 import heapq
 import itertools
 
+import numpy as np
+
 
 class PrefetchQueue:
     """Min-heap on ``key`` (smaller = sooner); pushing an entry again replaces its key.
@@ -24,6 +26,15 @@ class PrefetchQueue:
         heapq.heappush(self._heap, entry)
         if len(self._heap) > 4 * len(self._live) + 64:
             self._heap = sorted(self._live.values())
+
+    def push_absent(self, layer: int, ranked: np.ndarray, cache, keep: np.ndarray | None = None) -> None:
+        """Queue the experts ``ranked`` (best first) of ``layer`` that are neither resident nor in
+        flight (and that ``keep`` marks, if given), each keyed by its rank: a next-layer guess."""
+        wanted = ~(cache.resident[layer][ranked] | cache.inflight[layer][ranked])
+        if keep is not None:
+            wanted &= keep
+        for rank in np.flatnonzero(wanted).tolist():
+            self.push(layer, int(ranked[rank]), rank)
 
     def push_many(self, items) -> None:
         """:meth:`push` of every ``(layer, expert, key)`` of ``items``, in order (one heap update:

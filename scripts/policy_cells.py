@@ -1,13 +1,15 @@
 """Every (machine, model, workload) cell: ``spac_auto`` against every other registered policy.
 
-    PYTHONPATH=. python scripts/policy_cells.py OUT_DIR [--gen 64] [--jobs 2] [--ablate] [--bound]
+    PYTHONPATH=. python scripts/policy_cells.py OUT_DIR [--gen 48] [--jobs 2] [--ablate] [--bound]
+        [--bound-gen 16] [--bound-workloads alpaca]
 
 Six machines x five models x three workloads. Each cell runs every registered policy (the heuristic
 oracles know the future and are left out) twice: all on one runtime (``custom_cuda``: the cells
 compare policies, not implementations) and each on its own system's runtime. Per cell the draft is
 Qwen3-0.6B and the cache ratio 80% of the largest the memory plan fits beside it (at most 0.3).
 Resumable (rows are keyed by run id in OUT_DIR/results.parquet); writes OUT_DIR/cells.md (per cell:
-best other policy, ours, the ratio, ours as a fraction of the LP bound with ``--bound``),
+best other policy, ours, the ratio; with ``--bound`` ours as a fraction of the LP bound on shorter
+runs of the bounded workloads, since an LP per cell takes seconds to minutes),
 OUT_DIR/ratios.png, and with ``--ablate`` OUT_DIR/ablations.md (each decision switched off).
 """
 from __future__ import annotations
@@ -153,43 +155,60 @@ def figure(tables: dict, path: Path) -> None:
     save_png(fig, path, dpi=110)
 
 
-def bound_fraction(cell: dict) -> float:
-    """Ours as a fraction of the LP bound (:mod:`sim.bound`) of its own run (schedule, slots, costs)."""
+def bound_fraction(cell: dict) -> tuple[float, float, float]:
+    """Ours against the LP bound (:mod:`sim.bound`) of its own run (schedule, slots, costs): ours /
+    bound in tok/s, the fixed share of the bound's time, and ours' expert time over the bound's
+    (both share the fixed time, so the whole gap is in the expert phases)."""
     from sim.bound.lp import decode_bound
     from sim.run.runner import run_one
     from sim.run.spec import RunSpec
     res = run_one(RunSpec.of(policy=OURS, runtime=SAME, **cell))
     e = res.engine
-    return res.row["tps"] / decode_bound(e.cost, e.sched, e.ctx.n_slots, cell["prompt_tokens"]).tps
+    b = decode_bound(e.cost, e.sched, e.ctx.n_slots, cell["prompt_tokens"])
+    ours_expert = res.row["decode_s"] - b.fixed_s
+    return res.row["tps"] / b.tps, b.fixed_s / b.decode_s, ours_expert / b.expert_s if b.expert_s > 0 else float("nan")
 
 
-def add_bounds(t: pd.DataFrame, gen: int) -> pd.DataFrame:
-    """Column ``of_bound`` (ours / LP bound) for every cell of the same-runtime table."""
+def add_bounds(t: pd.DataFrame, gen: int, workloads: list[str]) -> pd.DataFrame:
+    """Columns ``of_bound`` (ours / LP bound, on runs of ``gen`` tokens: the LP grows with the run),
+    ``bound_fixed`` and ``expert_vs_bound`` for the cells of ``workloads``."""
     from tqdm import tqdm
     cells = {(c["hardware"]["name"] if isinstance(c["hardware"], dict) else c["hardware"], c["model"]): c
              for c in base_cells()}
-    fr = []
+    cols = {"of_bound": [], "bound_fixed": [], "expert_vs_bound": []}
     for r in tqdm(list(t.itertuples()), desc="bounds", unit="cell"):
-        cell = dict(cells[(r.hardware, r.model)], workload=r.workload, gamma=8, gen_tokens=gen, seed=0,
-                    prompt_tokens=256, context=4096, experiment="cells:same")
-        fr.append(bound_fraction(cell))
-    return t.assign(of_bound=fr)
+        got = (np.nan,) * 3
+        if r.workload in workloads:
+            cell = dict(cells[(r.hardware, r.model)], workload=r.workload, gamma=8, gen_tokens=gen, seed=0,
+                        prompt_tokens=256, context=4096, experiment="cells:bound")
+            got = bound_fraction(cell)
+        for k, v in zip(cols, got):
+            cols[k].append(v)
+    return t.assign(**cols)
 
 
 def main() -> None:
     from traces.atomic import atomic_write_bytes
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--gen", type=int, default=64)
+    ap.add_argument("--gen", type=int, default=48)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--ablate", action="store_true")
-    ap.add_argument("--bound", action="store_true")
+    ap.add_argument("--bound", action="store_true", help="ours against the LP bound (slow: per cell an LP)")
+    ap.add_argument("--bound-gen", type=int, default=16, help="tokens of the runs the bound is solved for")
+    ap.add_argument("--bound-workloads", default="alpaca", help="comma-separated workloads to bound")
+    ap.add_argument("--tables-only", action="store_true", help="only the tables and figure from OUT_DIR's "
+                    "rows (run ids carry the code version: after a commit a resumed grid would rerun)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
-    df = execute(runs(a.gen, a.ablate), a.out, n_jobs=a.jobs)
+    if a.tables_only:
+        from sim.run.results import read_table
+        df = read_table(a.out / "results.parquet")
+    else:
+        df = execute(runs(a.gen, a.ablate), a.out, n_jobs=a.jobs)
     tables = {mode: table(mode_rows(df, mode)) for mode in ("same", "own")}
     if a.bound:
-        tables["same"] = add_bounds(tables["same"], a.gen)
+        tables["same"] = add_bounds(tables["same"], a.bound_gen, a.bound_workloads.split(","))
     text = ""
     for mode, t in tables.items():
         text += f"## {mode} runtime\n\n{summary(t)}\n\n{markdown(t)}\n"
@@ -199,8 +218,11 @@ def main() -> None:
     figure(tables, a.out / "ratios.png")
     if a.ablate:
         ab = ablation_table(df)
-        atomic_write_bytes(a.out / "ablations.md", lambda f: f.write(markdown(ab).encode()))
+        gm = {k: float(np.exp(np.log(ab[k].dropna()).mean())) for k in ABLATIONS}
+        line = "geometric mean of ours with the decision off / ours: " + ", ".join(f"{k} {v:.3f}" for k, v in gm.items())
+        atomic_write_bytes(a.out / "ablations.md", lambda f: f.write((line + "\n\n" + markdown(ab)).encode()))
         print(ab.to_string(index=False))
+        print(line)
 
 
 if __name__ == "__main__":

@@ -199,13 +199,18 @@ def main() -> None:
     ap.add_argument("--bound-workloads", default="alpaca", help="comma-separated workloads to bound")
     ap.add_argument("--tables-only", action="store_true", help="only the tables and figure from OUT_DIR's "
                     "rows (run ids carry the code version: after a commit a resumed grid would rerun)")
+    ap.add_argument("--others", type=Path, help="run only spac_auto; the other policies' rows come from "
+                    "this earlier OUT_DIR (their code unchanged)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
-    if a.tables_only:
-        from sim.run.results import read_table
-        df = read_table(a.out / "results.parquet")
-    else:
-        df = execute(runs(a.gen, a.ablate), a.out, n_jobs=a.jobs)
+    from sim.run.results import read_table
+    todo = runs(a.gen, a.ablate)
+    if a.others is not None:
+        todo = [r for r in todo if r["policy"] == OURS]
+    df = read_table(a.out / "results.parquet") if a.tables_only else execute(todo, a.out, n_jobs=a.jobs)
+    if a.others is not None:
+        prev = read_table(a.others / "results.parquet")
+        df = pd.concat([df, prev[prev.policy != OURS]], ignore_index=True)
     tables = {mode: table(mode_rows(df, mode)) for mode in ("same", "own")}
     if a.bound:
         tables["same"] = add_bounds(tables["same"], a.bound_gen, a.bound_workloads.split(","))

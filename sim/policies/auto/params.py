@@ -20,7 +20,7 @@ class SpacAutoParams:
     samples: tokens drawn from the offline profile per layer for the load-time estimate (32).
     window: steps after which the realised per-token time of the running strategy is compared
         with the static strategies' shadow time on the same routing (4).
-    margin: a static strategy replaces the dynamic one only when faster by this share (0.03); at
+    margin: a static strategy replaces the dynamic one only when faster by this share (0.06); at
         load time the dynamic one is kept unless a static one is estimated faster by this share.
     placement: allow the profile placements (static candidates and AdaSpec's warm start).
     cpu_compute: let misses run on the CPU (off: every miss is copied and computed on the GPU).
@@ -34,7 +34,7 @@ class SpacAutoParams:
     candidates: tuple = ("adaspec", "fiddler", "ktransformers")
     samples: int = 32
     window: int = 4
-    margin: float = 0.03
+    margin: float = 0.06
     placement: bool = True
     cpu_compute: bool = True
     prefetch: bool = True

@@ -11,7 +11,8 @@ only help the dynamic one).
 Online (``switch``): while the dynamic strategy runs, each static candidate is shadowed on the same
 routing (its own decisions on its own static set, costed the same way) during autoregressive
 steps; after ``window`` steps the realised cost-model tokens per second of the running strategy
-(tokens produced over the estimated step times, no clock) is compared with the best shadow. If a
+(tokens produced over the estimated step times, no clock; for AdaSpec the best of that and its own
+rate of its best draft length) is compared with the best shadow. If a
 static strategy is faster by ``margin`` the policy switches to it once: its static set is then
 restored by prefetches that evict only experts outside it. Nothing reads the trace's future.
 """
@@ -171,6 +172,8 @@ class SpacAuto(Policy):
     def _check(self) -> None:
         """Switch to the fastest shadowed static strategy if it beats the running one by ``margin``."""
         rate = self.tok / self.sec if self.sec > 0 else 0.0
+        if hasattr(self.active, "best_rate"):          # AdaSpec: its best draft length so far
+            rate = max(rate, self.active.best_rate())
         best, best_rate = None, rate / (1.0 - self.params.margin)
         for s in self.shadows:
             r = s["tok"] / s["sec"] if s["sec"] > 0 else 1.0 / self.estimates[s["i"]]

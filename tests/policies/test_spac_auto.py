@@ -121,3 +121,18 @@ def test_online_switch_restores_the_static_set():
         wanted[l, e] = True
     assert (d.cache.resident == wanted).all()
     assert pol.g == 0                         # a static strategy decodes autoregressively
+
+
+@pytest.mark.parametrize("ratio, pays", [(2.5, True), (2.6, False)])
+def test_prefetch_only_where_a_copy_costs_enough_cpu_work(ratio, pays):
+    """Toy costs: a copy 250, one CPU expert-token 100: prefetching is on up to ratio 2.5, and off
+    beyond it the dynamic strategy queues nothing."""
+    pol = make_policy("spac_auto", prefetch_min_ratio=ratio, candidates=["adaspec"])
+    ctx = context(L=2, E=4, k=1, slots=2, gamma=12, cost=costs(n_max=16), profile=np.ones((2, 4)))
+    d = Driver(pol, ctx, prefetch_budget=1)
+    for s, row in enumerate(random_counts(np.random.default_rng(0), 6, 2, 4, 1)):
+        d.core.step_gamma(s, 12)
+        d.step(s, row)
+        d.core.step_end(s, 1, 0)
+    assert pol.prefetching is pays and pol.metrics()["auto_prefetch"] == float(pays)
+    assert (pol.metrics()["prefetch_offered"] > 0) is pays

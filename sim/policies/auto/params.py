@@ -25,6 +25,11 @@ class SpacAutoParams:
     placement: allow the profile placements (static candidates and AdaSpec's warm start).
     cpu_compute: let misses run on the CPU (off: every miss is copied and computed on the GPU).
     prefetch: let the dynamic strategy prefetch on the verify window's utility.
+    prefetch_min_ratio: prefetch only where one copy costs at least this many CPU computations of
+        one expert for one token (``transfer_s >= ratio * cpu(1)``, read from ``ctx.costs`` at load
+        time; 2.0). Where the link is about as fast as the host's DRAM stream, a copy takes the host
+        DRAM the CPU's experts need (the cost model's shared DRAM) and prefetching costs more than it
+        earns (on the policy_cells grid: DDR4 3090, 5070 Ti and 5090 hosts, ratio 1.2-1.4).
     speculation: let the dynamic strategy draft (off: autoregressive only).
     adaptive_gamma: choose the draft length per step (off: a fixed ``fixed_gamma``).
     fixed_gamma: the draft length when ``adaptive_gamma`` is off (8, the paper's).
@@ -38,6 +43,7 @@ class SpacAutoParams:
     placement: bool = True
     cpu_compute: bool = True
     prefetch: bool = True
+    prefetch_min_ratio: float = 2.0
     speculation: bool = True
     adaptive_gamma: bool = True
     fixed_gamma: int = 8
@@ -52,15 +58,17 @@ class SpacAutoParams:
         for key, low in (("samples", 1), ("window", 1), ("fixed_gamma", 0)):
             if int(getattr(self, key)) < low:
                 raise ValueError(f"policy.{key} must be an integer >= {low}, got {getattr(self, key)!r}")
+        if float(self.prefetch_min_ratio) < 0:
+            raise ValueError(f"policy.prefetch_min_ratio must be >= 0, got {self.prefetch_min_ratio!r}")
         if not 0.0 <= float(self.margin) < 1.0:
             raise ValueError(f"policy.margin must be in [0, 1), got {self.margin!r}")
 
-    def dynamic_overrides(self) -> dict:
-        """AdaSpec parameters that realise the switches that are off."""
+    def dynamic_overrides(self, prefetch: bool = True) -> dict:
+        """AdaSpec parameters that realise the switches that are off (``prefetch``: the load-time rule)."""
         out: dict = {}
         if not self.placement:
             out["warm_start"] = False
-        if not self.prefetch:
+        if not (self.prefetch and prefetch):
             out["prefetch_per_layer"] = 0
         if not self.speculation:
             out["arms"] = (0,)

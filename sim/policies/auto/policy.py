@@ -4,7 +4,8 @@ At load time (:meth:`SpacAuto.reset`) every candidate strategy (registered prese
 AdaSpec's dynamic utility cache with adaptive speculation, Fiddler's static profile placement with
 the exact CPU/GPU split, and kTransformers' static placement with every miss on the CPU) is priced
 in closed form from the offline profile and the cost model (:mod:`sim.policies.auto.estimate`); the
-policy delegates every protocol call to the chosen one. The dynamic strategy is kept unless a
+policy delegates every protocol call to the chosen one. The dynamic strategy prefetches only where
+the cost model says a copy costs at least ``prefetch_min_ratio`` CPU expert computations. The dynamic strategy is kept unless a
 static one is estimated faster by ``margin`` (the estimate cannot see reuse or speculation, which
 only help the dynamic one).
 
@@ -44,11 +45,13 @@ class SpacAuto(Policy):
         params.check()
         self.params = params
         from sim.policies.registry import make_policy   # the registry imports policy modules
-        self.templates = []
+        self.templates, self.no_prefetch = [], {}
         for name in params.candidates:
             pol = make_policy(name)
             if pol.prefetches():
-                pol = make_policy(name, **params.dynamic_overrides()) if name == "adaspec" else pol
+                if name == "adaspec":
+                    pol = make_policy(name, **params.dynamic_overrides())
+                    self.no_prefetch[len(self.templates)] = make_policy(name, **params.dynamic_overrides(False))
             elif not params.placement:
                 continue
             self.templates.append(pol)
@@ -63,6 +66,8 @@ class SpacAuto(Policy):
     # --- load time ----------------------------------------------------------------------------
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
+        self.prefetching = self.prefetch_pays(ctx.costs)
+        self.runs = [self.no_prefetch.get(i, t) if not self.prefetching else t for i, t in enumerate(self.templates)]
         self.times = ExpertTimes(ctx.costs)
         self.draft_s = ctx.costs.draft_phase_s / ctx.gamma if ctx.gamma else 0.0
         self.estimates = self._estimates()
@@ -75,8 +80,13 @@ class SpacAuto(Policy):
         self.g = 0
         self.cache_ref = cache
 
+    def prefetch_pays(self, costs) -> bool:
+        """Whether the dynamic strategy prefetches on this machine and model: one copy must cost at
+        least ``prefetch_min_ratio`` CPU computations of one expert for one token."""
+        return bool(self.params.prefetch and costs.transfer_s >= self.params.prefetch_min_ratio * float(costs.cpu(1)))
+
     def _fresh(self, i: int, cache):
-        pol = copy.deepcopy(self.templates[i])
+        pol = copy.deepcopy(self.runs[i])
         pol.reset(self.ctx, cache)
         return pol
 
@@ -209,5 +219,6 @@ class SpacAuto(Policy):
 
     def metrics(self) -> dict[str, float]:
         out = dict(self.active.metrics())
-        out.update(auto_choice=float(self.choice), auto_switched=float(self.switched))
+        out.update(auto_choice=float(self.choice), auto_switched=float(self.switched),
+                   auto_prefetch=float(self.prefetching))
         return out

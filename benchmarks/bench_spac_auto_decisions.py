@@ -77,6 +77,7 @@ def run(counts: np.ndarray, profile: np.ndarray, xfers: int, **params) -> tuple[
 
 
 def main() -> None:
+    """Time spac_auto and its delegates and print the numbers."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--xfers", type=int, default=5)

@@ -188,6 +188,7 @@ def add_bounds(t: pd.DataFrame, gen: int, workloads: list[str]) -> pd.DataFrame:
 
 
 def main() -> None:
+    """Run (or resume) the grid, then write the tables, the figure and the ablations."""
     from traces.atomic import atomic_write_bytes
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)

@@ -129,6 +129,10 @@ class AdaSpec(OffloadPolicy):
     def _rate(self, a: int) -> float:
         return self.tok[a] / self.sec[a] if self.sec[a] > 0 else 0.0
 
+    def best_rate(self) -> float:
+        """The highest decayed tokens per second (cost-model time) measured for any draft length."""
+        return max((self._rate(a) for a in self.arms_ok), default=0.0)
+
     def choose_gamma(self, step: int) -> int:
         arms, i = self.arms_ok, self.arms_ok.index(self.best)
         if self.left > 0:                       # a probe in progress

@@ -1,0 +1,69 @@
+"""Load-time pricing of a candidate strategy: its own decisions on routing drawn from the profile.
+
+A real engine knows at load time the model's shapes, the cost model (``ctx.costs``) and an offline
+profile of expert popularity (``ctx.profile``, as Fiddler and kTransformers measure it). The
+expected per-token time of a strategy is priced here by asking the strategy itself where each
+expert runs (:meth:`Policy.place` on a scratch cache holding its initial residency) for ``samples``
+autoregressive tokens whose routing is drawn from the profile (top-k without replacement, each
+layer independently, probabilities proportional to the profile plus one), and costing each layer's
+answer with the cost model (:func:`sim.policies.split.split_time`, the same per-layer time model
+AdaSpec and Fiddler decide with): ``step_fixed + sum_l (layer_fixed + max(T_gpu, T_cpu) + sync)``.
+
+What this leaves out (and the online check in :mod:`sim.policies.auto.policy` corrects): the
+temporal reuse a dynamic cache exploits (the profile is a popularity, not a sequence), the gain of
+speculation (acceptance is learnt online) and the host-DRAM contention of copies.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.policies.base import CPU, PolicyContext, Signals
+from sim.policies.common import present_row
+from sim.policies.split import ExpertTimes, split_time
+from sim.protocol.expert_cache import ExpertCache
+
+
+def profile_tokens(profile: np.ndarray | None, n_layers: int, n_experts: int, top_k: int, n: int,
+                   seed: int) -> np.ndarray:
+    """``[n, L, k]`` expert ids drawn from the profile: per (token, layer) ``k`` distinct experts,
+    with probabilities proportional to ``profile + 1`` (Gumbel top-k; uniform without a profile)."""
+    rng = np.random.default_rng(seed)
+    pop = np.ones((n_layers, n_experts)) if profile is None else np.asarray(profile, float) + 1.0
+    logp = np.log(pop / pop.sum(axis=1, keepdims=True))
+    keys = logp[None] + rng.gumbel(size=(n, n_layers, n_experts))
+    return np.argsort(-keys, axis=2, kind="stable")[:, :, :top_k]
+
+
+def layer_seconds(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx: PolicyContext,
+                  times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0) -> float:
+    """Cost-model time of one layer for a placement ``where`` (GPU/FETCH/STREAM run on the GPU,
+    absent ones after their copy): fixed part, ``max(T_gpu, T_cpu)``, and the CPU/GPU join."""
+    req = counts > 0
+    on_gpu = req & (where != CPU)
+    cpu = bool((req & ~on_gpu).any())
+    phase = split_time(counts, on_gpu, present, ctx.costs, link_wait_s, times=times)
+    return ctx.costs.layer_fixed_s + phase + (sync_s if cpu else 0.0)
+
+
+def loaded_cache(ctx: PolicyContext, experts) -> ExpertCache:
+    """A scratch cache holding ``experts`` (a strategy's initial residency)."""
+    cache = ExpertCache(ctx.n_layers, ctx.n_experts, ctx.n_slots)
+    for layer, expert in experts:
+        cache.load(int(layer), int(expert))
+    return cache
+
+
+def token_seconds(policy, cache: ExpertCache, tokens: np.ndarray, ctx: PolicyContext, sync_s: float) -> float:
+    """Mean cost-model seconds per autoregressive token of ``policy`` (already reset) deciding on
+    ``cache`` (not changed) for the sampled ``tokens`` ``[n, L, k]``."""
+    times = ExpertTimes(ctx.costs)
+    total = 0.0
+    counts = np.zeros(ctx.n_experts, dtype=np.int64)
+    for token in tokens:
+        total += ctx.costs.step_fixed_s
+        for layer, experts in enumerate(token):
+            counts[:] = 0
+            counts[experts] = 1
+            where = np.asarray(policy.place(layer, counts, Signals(), cache).where)
+            total += layer_seconds(where, counts, present_row(cache, layer), ctx, times, sync_s)
+    return total / max(1, len(tokens))

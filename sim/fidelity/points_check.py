@@ -12,7 +12,8 @@ from sim.machine.specs import ConfigError
 from sim.run.user_input import Rule
 
 POINT_KEYS = ("id", "measured_tok_s", "source", "grade", "run")
-OPTIONAL = ("system", "group", "note")
+OPTIONAL = ("system", "group", "note", "url", "quote", "config", "assumed", "engine")   # provenance text
+MEASURED_EXTRA = ("measured_prefill_tok_s",)   # other published numbers of the same run (not simulated)
 RATIO_KEYS = ("id", "num", "den")
 
 
@@ -36,14 +37,18 @@ def check_point(p, i: int, path) -> str:
     for key in POINT_KEYS:
         if key not in p:
             raise ConfigError(f"{where}: missing key '{key}'")
-    unknown = sorted(set(p) - set(POINT_KEYS) - set(OPTIONAL))
+    unknown = sorted(set(p) - set(POINT_KEYS) - set(OPTIONAL) - set(MEASURED_EXTRA))
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(POINT_KEYS + OPTIONAL)}")
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: "
+                          f"{', '.join(POINT_KEYS + OPTIONAL + MEASURED_EXTRA)}")
     if not isinstance(p["id"], (str, int)) or isinstance(p["id"], bool) or p["id"] == "":
         raise ConfigError(f"{where}: field 'id': must be a name, got {p['id']!r}")
     if not _valid(p["measured_tok_s"], Rule("number", 0, low_open=True)):
         raise ConfigError(f"{where}: measured_tok_s must be a number > 0 (finite, not true/false), "
                           f"got {p['measured_tok_s']!r}")
+    for key in MEASURED_EXTRA:
+        if key in p and p[key] is not None and not _valid(p[key], Rule("number", 0, low_open=True)):
+            raise ConfigError(f"{where}: {key} must be a number > 0 (finite, not true/false), got {p[key]!r}")
     for key in ("source", "grade") + OPTIONAL:
         if key in p and not (isinstance(p[key], str) and (p[key] or key in OPTIONAL)):
             raise ConfigError(f"{where}: field '{key}': must be a non-empty string, got {p[key]!r}")

@@ -137,7 +137,10 @@ def test_cli_llmfit_point(tmp_path):
     assert "llama.cpp --n-cpu-moe 36: predicted" in p.stdout and "measured 36.7 tok/s" in p.stdout
     assert "llama-server -m MODEL.gguf -ngl 99 --n-cpu-moe 31 -c 4096" in p.stdout
     assert "how sure " in p.stdout and (tmp_path / "plan.png").stat().st_size > 0
-    assert p.stdout.count("\nbest: llama_cpp --n-cpu-moe 31 ") == 1 and "llama-bench -m MODEL.gguf" in p.stdout
+    best = max((r for r in csv.DictReader(open(tmp_path / "placements.csv")) if r["fits"] == "True"
+                and r["engine"] != "dynamic"), key=lambda r: float(r["tps"]))
+    assert p.stdout.count("\nbest: ") == 1 and f"\nbest: {best['engine']} " in p.stdout      # the fastest engine placement
+    assert "llama-bench -m MODEL.gguf" in p.stdout
     assert "generate_device" in (tmp_path / "ktransformers_rules.yaml").read_text()
     assert "(80%: " in p.stdout and "extrapolating: no training point on gpu rtx2080, host hedt_ddr4_4ch" in p.stdout
     rows = list(csv.DictReader(open(tmp_path / "placements.csv")))

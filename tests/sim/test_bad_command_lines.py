@@ -26,7 +26,7 @@ def test_gamma_min_zero_is_refused():
 def test_breakeven_policies_must_be_of_their_kind():
     with pytest.raises(UserInputError) as exc:
         _refuse_wrong_kind(["hybrimoe"], ["llamacpp"], NAMES)
-    speculative = [n for n in NAMES if n in ("adaspec", "heuristic_oracle", "llamacpp_sd", "moespac", "sp_moe")
+    speculative = [n for n in NAMES if n in ("adaspec", "heuristic_oracle", "llamacpp_sd", "moespac", "sp_moe", "spac_auto")
                    or n.startswith("moespac_") and n != "moespac_ar"]
     assert str(exc.value) == "sd_policies: 'llamacpp' is not speculative; speculative policies: " + ", ".join(speculative)
     with pytest.raises(UserInputError, match=r"^ar_policies: 'moespac' is not autoregressive; autoregressive "

@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 from traces.io import atomic_write_bytes
 
 
-SCALARS = ("workload", "cache_ratio", "gen_tokens", "prompt_tokens", "context", "seed", "equal_vram", "gamma_min",
+SCALARS = ("cache_ratio", "gen_tokens", "prompt_tokens", "context", "seed", "equal_vram", "gamma_min",
            "gamma_max", "map", "out")
 LISTS = ("acceptances", "ratios", "ar_policies", "sd_policies")
 
@@ -30,6 +30,8 @@ def check(cfg: DictConfig) -> dict:
             continue
         if not isinstance(values, list) or not values:
             raise UserInputError(f"{key}={values!r}: must be a non-empty list")
+        if key == "acceptances" and len(set(values)) < 2:
+            raise UserInputError(f"acceptances={values!r}: must list at least 2 different values (a curve to cross)")
         out[key] = [check_one(key, v) for v in values]
     valid = set(preset_names("policy")) | set(ALIASES)
     for key in ("ar_policies", "sd_policies"):
@@ -41,6 +43,9 @@ def check(cfg: DictConfig) -> dict:
         raise UserInputError(f"gamma_min={out['gamma_min']}, gamma_max={out['gamma_max']}: gamma_min must not "
                              "exceed gamma_max")
     out["acceptances"] = sorted(float(a) for a in out["acceptances"])
+    from sim.commands.common import choice
+
+    out["workload"] = choice("workload") or "gsm8k"      # a preset group, as in sim run
     return out
 
 

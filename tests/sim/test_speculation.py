@@ -93,3 +93,25 @@ def test_a_drafter_field_out_of_range_is_refused_before_running(tmp_path):
     p = subprocess.run([sys.executable, "-m", "sim", "run", "draft=ngram", "draft.acceptance_decay=1.5",
                         f"out={tmp_path}"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.strip() == "error: draft.acceptance_decay=1.5: must be a number in (0..1]"
+
+
+def test_breakeven_takes_a_workload_preset_from_the_command_line(tmp_path):
+    """``python -m sim breakeven workload=NAME`` (the README's form) selects the workload preset."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "sim", "breakeven", "workload=alpaca", "gen_tokens=4", "acceptances=[0.5,0.9]",
+                        "ar_policies=[llamacpp]", "sd_policies=[llamacpp_sd]", "gamma_max=2", f"out={tmp_path}"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "  name: alpaca" in (tmp_path / "config.yaml").read_text()
+
+
+def test_breakeven_refuses_a_single_acceptance(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "sim", "breakeven", "acceptances=[0.9]", f"out={tmp_path}"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip() == ("error: acceptances=[0.9]: must list at least 2 different "
+                                                     "values (a curve to cross)")

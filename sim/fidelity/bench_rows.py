@@ -32,7 +32,7 @@ ARCH_HINT = {"qwen3moe": "qwen3", "qwen2moe": "qwen", "deepseek2": "deepseek", "
 FTYPES = (("MXFP4", "mxfp4"), ("IQ4_XS", "iq4_xs"), ("Q2_K", "q2_k"), ("Q3_K", "q3_k_m"), ("Q4_K", "q4_k_m"),
           ("Q5_K", "q5_k_m"), ("Q6_K", "q6_k"), ("Q8_0", "q8_0"), ("Q4_0", "q4_0"), ("BF16", "bf16"), ("F16", "f16"),
           ("F32", "f32"))
-EXPERT_TENSORS = ("ffn_up_exps", "ffn_gate_exps", "ffn_down_exps")
+EXPERT_TENSORS = ("ffn_up_exps", "ffn_gate_exps", "ffn_down_exps", "ffn_gate_up_exps")   # gate_up: fused
 
 
 @dataclass(frozen=True)
@@ -143,20 +143,23 @@ def _int(row: dict, key: str, default: int, path) -> int:
 
 
 def cpu_expert_layers(overrides: str, n_layers: int) -> set[int]:
-    """Layers whose expert tensors ``-ot`` patterns (``pattern=BUFT`` separated by ``;`` or ``,``) put
-    on the CPU; a later pattern naming another buffer takes them back."""
-    out: set[int] = set()
+    """Layers with an expert tensor that ``-ot`` patterns (``pattern=BUFT`` separated by ``;`` or
+    ``,``) put on the CPU. As llama.cpp's loader (``llama-model-loader.cpp``: the first pattern that
+    matches a tensor's name decides its buffer, then ``break``), the first matching pattern wins."""
     if not overrides or overrides.strip().lower() in ("none", "0"):
-        return out
+        return set()
+    rules = []
     for item in re.split(r"[;,](?=[^;,]*=)", overrides):
         pattern, _, buft = item.strip().rpartition("=")
         try:
-            rx = re.compile(pattern)
+            rules.append((re.compile(pattern), buft.strip().upper().startswith("CPU")))
         except re.error as exc:
             raise ConfigError(f"-ot pattern {pattern!r} is not a regular expression ({exc})") from None
-        hit = {i for i in range(n_layers) if any(rx.search(f"blk.{i}.{t}.weight") for t in EXPERT_TENSORS)}
-        out = out | hit if buft.strip().upper().startswith("CPU") else out - hit
-    return out
+
+    def on_cpu(name: str) -> bool:
+        return next((cpu for rx, cpu in rules if rx.search(name)), False)
+
+    return {i for i in range(n_layers) if any(on_cpu(f"blk.{i}.{t}.weight") for t in EXPERT_TENSORS)}
 
 
 def placement(row: dict, n_layers: int, path) -> tuple[dict | None, tuple]:

@@ -74,7 +74,9 @@ prompt eval time =     631.15 ms /   512 tokens (    1.23 ms per token,   811.22
 def test_ot_patterns_and_placement():
     assert cpu_expert_layers(r"blk\.(1[2-9]|2[0-9])\.ffn_.*_exps=CPU", 48) == set(range(12, 30))
     assert cpu_expert_layers("exps=CPU", 48) == set(range(48))
-    assert cpu_expert_layers(r".ffn_.*_exps.=CPU;blk\.4[0-7]\.ffn_.*=CUDA0", 48) == set(range(40))
+    # the first matching pattern decides (llama.cpp's loader breaks on it): the GPU exception goes first
+    assert cpu_expert_layers(r"blk\.4[0-7]\.ffn_.*=CUDA0;.ffn_.*_exps.=CPU", 48) == set(range(40))
+    assert cpu_expert_layers(r".ffn_.*_exps.=CPU;blk\.4[0-7]\.ffn_.*=CUDA0", 48) == set(range(48))
     assert cpu_expert_layers(r"blk\.\d+\.attn_.*=CPU", 48) == set()
     assert placement({"_row": 1, "n_gpu_layers": -1, "n_cpu_moe": 30}, 48, "f") == ({"n_cpu_moe": 30}, ())
     assert placement({"_row": 1, "n_gpu_layers": 20}, 48, "f") == ({"gpu_layers": 20}, ())

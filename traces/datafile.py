@@ -28,9 +28,7 @@ def load_data_yaml(path: str | Path, key: str = "file"):
     try:
         data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where, what = yaml_error_text(exc)
         raise DataFileError(f"{key}={path}{where}: not valid YAML ({what})") from None
     except (OmegaConfBaseException, UnicodeDecodeError, OSError) as exc:
         raise DataFileError(f"{key}={path}: not readable as YAML data ({str(exc).splitlines()[0]})") from None
@@ -49,3 +47,11 @@ def refuse_interpolation(data, where: str, at: str = "") -> None:
     elif isinstance(data, str) and "${" in data:
         raise DataFileError(f"{where}: field '{at}': {data!r}: interpolations (${{...}}) are not allowed "
                             "in a data file; write the value itself")
+
+
+def yaml_error_text(exc) -> tuple[str, str]:
+    """``(" line N", problem)`` of a ``yaml.YAMLError`` (where is empty when the parser gives no mark):
+    how every YAML file the tool reads reports a parse error in one line."""
+    mark = getattr(exc, "problem_mark", None)
+    return (f" line {mark.line + 1}" if mark is not None else "",
+            getattr(exc, "problem", None) or str(exc).splitlines()[0])

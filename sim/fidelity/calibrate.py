@@ -88,7 +88,7 @@ PRIOR_SD = 0.5   # prior width of a parameter: half its stated range (log scale)
 
 
 def fit(points: list[Point], runtime: str, bounds: dict, gen_tokens: int,
-        max_nfev: int = 20, prior: dict | None = None, resid=None, start: dict | None = None) -> tuple[dict, np.ndarray]:
+        max_nfev: int = 20, prior: dict | None = None, resid=None) -> tuple[dict, np.ndarray]:
     """The most probable parameters within ``bounds`` (MAP): least squares on log error plus a weak
     Gaussian prior per parameter in log space, centred on the geometric middle of its stated range
     with a standard deviation of half that range, each point's log error weighted as ``OBS_SD``.
@@ -97,7 +97,7 @@ def fit(points: list[Point], runtime: str, bounds: dict, gen_tokens: int,
     middle of its range instead of wandering to a bound. Returns the values and the points'
     residuals (without the prior's). ``prior`` (values) moves the prior's centre off the middle of
     the ranges, ``resid`` (values -> log errors of ``points``) replaces :func:`residuals` (the
-    machine fit, :mod:`sim.fidelity.machine_fit`), ``start`` starts the search elsewhere."""
+    machine fit, :mod:`sim.fidelity.machine_fit`)."""
     from scipy.optimize import least_squares
 
     names = list(bounds)
@@ -109,7 +109,7 @@ def fit(points: list[Point], runtime: str, bounds: dict, gen_tokens: int,
     mid = np.full(len(names), 0.5) if prior is None else to_z(prior)
     resid = resid or (lambda v: residuals(points, runtime, v, gen_tokens))
     fun = lambda z: np.concatenate([resid(value(z)), weight * (z - mid)])
-    res = least_squares(fun, mid if start is None else to_z(start), bounds=(0.0, 1.0), diff_step=0.02,
+    res = least_squares(fun, mid, bounds=(0.0, 1.0), diff_step=0.02,
                         max_nfev=max_nfev)
     return value(res.x), res.fun[:len(points)]
 

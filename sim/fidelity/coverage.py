@@ -80,13 +80,11 @@ def check_store(residuals: str | None):
     return load_store(residuals) if residuals else None
 
 
-def with_intervals(points: list, df, residuals: str | None):
+def with_intervals(points: list, df, store):
     """validate's frame with the interval columns added, the LOSO coverage of its predictions and
-    the held-out coverage of the stored records (``residuals``: the store's path; None: no intervals;
-    a path that does not exist: :class:`sim.machine.specs.ConfigError` naming it)."""
+    the held-out coverage of the stored records (``store``: :func:`check_store`'s; None: no intervals)."""
     import pandas as pd
 
-    store = check_store(residuals)
     records = store.records if store is not None else None
     cols, cov = interval_columns(points, df["predicted_tok_s"].tolist(), records)
     held = held_out_coverage(records) if records is not None else share([])

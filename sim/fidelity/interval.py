@@ -85,4 +85,9 @@ def num(x: float) -> str:
 def with_interval(pred: float, iv: Interval | None, level: float = LEVEL) -> str:
     """``23.6 tok/s (80%: 18.1-29.0)``; without an interval, the prediction alone."""
     text = f"{num(pred)} tok/s"
-    return text + (f" ({100 * level:.0f}%: {num(iv.low)}-{num(iv.high)})" if iv is not None else "")
+    return text + (f" ({100 * level:.0f}%: {span(iv.low, iv.high)})" if iv is not None else "")
+
+
+def span(low: float, high: float) -> str:
+    """An interval as printed: ``low-high`` in the precision of :func:`num`."""
+    return f"{num(low)}-{num(high)}"

@@ -25,9 +25,10 @@ import numpy as np
 
 from sim.fidelity.bench_rows import BenchRow
 from sim.run.spec import RunSpec
+from sim.fidelity.machine_file import FLAT_FIELDS
 
 RUNTIME = "llama_cpp"
-PARAMS = ("cpu_mem_eff", "cpu_flops_eff", "pcie_h2d_gbs", "gpu_mem_eff", "step_overhead_us")
+PARAMS = FLAT_FIELDS   # the machine rates a fit may move; machine.yaml holds exactly these
 # decode GEMV/GEMM on a GPU reaches 40-95 % of peak bandwidth (roofline studies of llama.cpp/vLLM);
 # a copy reaches at least a quarter (an x4-wired slot) and at most the link's raw rate (PCI-SIG).
 BOUNDS = {"gpu_mem_eff": (0.40, 0.95), "pcie_h2d_gbs": (0.25, 1.0)}   # pcie: x the link's raw_gbs

@@ -82,8 +82,14 @@ def _load(path: str, mtime_ns: int) -> Store:
 
     from sim.machine.specs import ConfigError
 
-    data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    records = data.get("records")
+    from traces.datafile import yaml_error_text
+
+    try:
+        data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    except yaml.YAMLError as exc:
+        where, what = yaml_error_text(exc)
+        raise ConfigError(f"residuals={path}{where}: not valid YAML ({what})") from None
+    records = data.get("records") if isinstance(data, dict) else None
     need = ("id", "source", "gpu", "host", "runtime", "family", "held_out")
     if not isinstance(records, list) or any(not isinstance(r, dict) or any(k not in r for k in need) for r in records):
         raise ConfigError(f"residuals={path}: 'records' must be a list of mappings with keys {list(need)}; "

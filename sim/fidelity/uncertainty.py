@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.fidelity.interval import Interval, interval_for, num, with_interval
+from sim.fidelity.interval import Interval, interval_for, span, with_interval
 from sim.fidelity.residual_store import DEFAULT, load_store
 from sim.fidelity.training_set import extrapolation_line
 
@@ -31,7 +31,7 @@ class Uncertainty:
     def band(self, tps: float, classes: dict) -> str:
         """The interval alone, ``18.1-29.0`` (``-`` without one), for a table column."""
         iv = self.interval(tps, classes)
-        return f"{num(iv.low)}-{num(iv.high)}" if iv is not None else "-"
+        return span(iv.low, iv.high) if iv is not None else "-"
 
     def _shown(self) -> str:
         """The store's path, relative to the repository when inside it."""

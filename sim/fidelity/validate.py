@@ -116,12 +116,12 @@ def render(df: pd.DataFrame, ratios: pd.DataFrame, coverage: dict | None = None)
     """The text report: per-point table (with the 80% interval), summary, interval coverage, by
     system / runtime / source, ratio claims."""
     from sim.fidelity.coverage import coverage_line
-    from sim.fidelity.interval import num
+    from sim.fidelity.interval import span
 
     lines = [f"{'id':<6} {'system':<22} {'model':<18} {'machine':<34} {'pred':>8} {'80% interval':>13} {'meas':>8} {'err%':>7}"]
     for r in df.itertuples():
         err = f"{100 * r.error:+7.1f}" if np.isfinite(r.error) else f"  fail: {r.failure}"
-        band = f"{num(r.interval_low_tok_s)}-{num(r.interval_high_tok_s)}" if np.isfinite(r.interval_low_tok_s) else "-"
+        band = span(r.interval_low_tok_s, r.interval_high_tok_s) if np.isfinite(r.interval_low_tok_s) else "-"
         lines.append(f"{r.id:<6} {r.system[:22]:<22} {str(r.model)[:18]:<18} {str(r.hardware)[:34]:<34} "
                      f"{r.predicted_tok_s:8.2f} {band:>13} {r.measured_tok_s:8.2f} {err}")
         lines += [f"       {r.extrapolating}"] if r.extrapolating else []
@@ -149,9 +149,9 @@ def validate(points: str, out: str | None = None, as_json: bool = False, gen_tok
     from traces.io import atomic_write_bytes
 
     pf = load_points(points)
-    check_store(residuals)                    # a bad residuals= stops before any simulation
+    store = check_store(residuals)            # a bad residuals= stops before any simulation
     df = frame(pf, predict_all(pf.points, gen_tokens, n_jobs, progress=progress and not as_json))
-    df, coverage = with_intervals(pf.points, df, residuals)
+    df, coverage = with_intervals(pf.points, df, store)
     ratios = ratio_table(pf, df)
     s = summary(df)
     if out:

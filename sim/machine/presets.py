@@ -12,6 +12,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from sim.machine.quant import FORMATS
+from traces.datafile import yaml_error_text
 
 PRECISION_BYTES = {name: f.bytes_per_weight for name, f in FORMATS.items()}
 MAX_EXPERTS = 4096   # routed experts the simulator takes (its per-expert state grows with them; sim.machine.hf_check)
@@ -82,9 +83,7 @@ def _read_yaml(path: str, mtime_ns: int) -> dict:
     try:
         return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     except yaml.YAMLError as exc:        # a duplicate key, a bad indent: one line naming file and line
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where, what = yaml_error_text(exc)
         raise ConfigError(f"{path}{where}: {what}") from None
 
 

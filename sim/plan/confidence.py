@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from sim.fidelity.training_set import FEW as MIN_POINTS   # one threshold for 'few points'
 from sim.paths import CONF_DIR
 from sim.plan.report import REPO, runtime_error_row
 
 TRAIN = CONF_DIR / "validation" / "train.yaml"
-MIN_POINTS, MIN_SOURCES = 3, 2
+MIN_SOURCES = 2
 
 
 @lru_cache(maxsize=4)

@@ -209,4 +209,11 @@ def engine_args(setting: Setting, context: int) -> EngineArgs:
     """What every llama.cpp command of the plan shares (layers, context, the priced CPU threads)."""
     m, hw = setting.spec, setting.hw("llamacpp")
     return EngineArgs(n_layers=m.n_layers, n_dense=m.n_dense_layers, context=context, threads=hw.cpu_threads,
-                      cpu=hw.cpu)
+                      cpu=hw.cpu, mem=setting.engine or _default_memory())
+
+
+def _default_memory():
+    """llama.cpp's defaults (f16 KV, -ub 512, flash attention on) when the plan was given none."""
+    from sim.machine.vram import MemoryOptions
+
+    return MemoryOptions()

@@ -127,7 +127,7 @@ def dynamic(setting: Setting, policies: list[str]) -> list[Candidate]:
                       gen_tokens=setting.gen_tokens, seed=setting.seed, trace=setting.trace,
                       acceptance=setting.acceptance, prompt_tokens=setting.prompt_tokens, context=setting.context,
                       runtime=setting.runtime, quant=setting.quant, quant_dense=setting.quant_dense,
-                      vram_budget_gib=setting.vram_budget_gib))
+                      vram_budget_gib=setting.vram_budget_gib, **memory_keys(setting.engine)))
         res = row.row
         out.append(Candidate("dynamic", name, "slots", res["n_slots"], res["tps"], row.plan, runtime=res["runtime"],
                              gamma=res["gamma"], extra={"hit_rate": res["hit_rate"], "cache_ratio": res["cache_ratio"]}))
@@ -148,3 +148,12 @@ def enumerate_all(setting: Setting, engines: list[str], dynamic_policies: list[s
     if "dynamic" in engines:
         out += dynamic(setting, list(dynamic_policies) + (list(dynamic_sd) if with_draft else []))
     return out
+
+
+def memory_keys(engine) -> dict:
+    """The run keys of the plan's engine memory options (KV cache types, flash attention, -ub), so a
+    simulated policy is planned with the memory the engine placements are charged; none by default."""
+    if engine is None:
+        return {}
+    return {"cache_type_k": engine.cache_type_k, "cache_type_v": engine.cache_type_v,
+            "flash_attn": engine.flash_attn, "swa_full": engine.swa_full, "ubatch": engine.ubatch}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.plan.regex import expert_tensors
+from sim.machine.vram.options import CACHE_TYPE_BYTES, MemoryOptions
 
 STATIC = ("n_cpu_moe", "ot")     # placements of whole layers' experts with every layer on the GPU (-ngl 99)
 
@@ -25,8 +26,7 @@ class EngineArgs:
     context: int
     threads: int
     cpu: str
-    ubatch: int = 512      # llama.cpp's default physical micro-batch
-    kv_type: str = "f16"   # the KV element type the memory plan charges (2 bytes)
+    mem: MemoryOptions = MemoryOptions()   # the -ub, -ctk/-ctv and -fa the memory plan charged
 
 
 @dataclass(frozen=True)
@@ -83,13 +83,15 @@ def common_flags(c, a: EngineArgs) -> list[Flag]:
     out = [Flag("-ngl", str(ngl_all(a)), "every block's attention, norms, router and KV (and the output layer) on the GPU; "
                 "only the expert tensors named here stay in host RAM")]
     out += [Flag("-c", str(a.context), "context length: the KV cache the memory plan reserved in VRAM"),
-            Flag("-ub", str(a.ubatch), "physical micro-batch of prompt processing (its compute buffer is part of "
+            Flag("-ub", str(a.mem.ubatch), "physical micro-batch of prompt processing (its compute buffer is part of "
                  "the workspace the plan charged; llama.cpp's default)"),
             Flag("-t", str(a.threads), f"CPU threads computing the CPU experts: the plan priced {a.threads} "
                  f"on {a.cpu} (threads=N changes it)"),
-            Flag("-ctk", a.kv_type, "K cache element type (the plan charged f16: 2 bytes per element)"),
-            Flag("-ctv", a.kv_type, "V cache element type (a quantized V cache needs -fa on)"),
-            Flag("-fa", "on", "flash attention: less attention workspace (older builds take a bare -fa)")]
+            Flag("-ctk", a.mem.cache_type_k, f"K cache element type (the plan charged {a.mem.cache_type_k}: "
+                 f"{CACHE_TYPE_BYTES[a.mem.cache_type_k]:g} bytes per element)"),
+            Flag("-ctv", a.mem.cache_type_v, "V cache element type (a quantized V cache needs -fa on)"),
+            Flag("-fa", "on" if a.mem.flash_attn else "off",
+                 "flash attention: less attention workspace (older builds take a bare -fa)")]
     if c.engine == "llama_cpp_sd":
         out += [Flag("-md", "DRAFT.gguf", "speculative decoding: the draft model's GGUF file"),
                 Flag("-ngld", "99", "every layer of the draft on the GPU (the plan charged its weights and KV)"),
@@ -120,5 +122,5 @@ def bench_line(cands: list, a: EngineArgs, prompt_tokens: int, gen_tokens: int) 
     else:
         place = '-ot "' + ",".join(ot_arg(b) if (b := cpu_blocks(c, a)) else "" for c in cands) + '"'
     depth = f" -d {prompt_tokens}" if prompt_tokens else ""
-    return (f"llama-bench -m MODEL.gguf -ngl {ngl_all(a)} {place} -t {a.threads} -fa 1 -ctk {a.kv_type} -ctv {a.kv_type} "
-            f"-ub {a.ubatch} -p 0 -n {gen_tokens}{depth} -r 3")
+    return (f"llama-bench -m MODEL.gguf -ngl {ngl_all(a)} {place} -t {a.threads} -fa {int(a.mem.flash_attn)} "
+            f"-ctk {a.mem.cache_type_k} -ctv {a.mem.cache_type_v} -ub {a.mem.ubatch} -p 0 -n {gen_tokens}{depth} -r 3")

@@ -152,3 +152,17 @@ def test_headline_names_the_fastest_engine_placement_and_puts_simulator_policies
     path = headline.write_kt_rules([dyn, kt] + best, A, tmp_path, "tiny")
     rules = yaml.safe_load(path.read_text())
     assert [r["replace"]["kwargs"]["generate_device"] for r in rules] == ["cuda", "cpu"]
+
+
+def test_flags_are_the_memory_options_the_plan_charged():
+    """A plan made with ``cache_type_k=q8_0 cache_type_v=q4_0 flash_attn=false ubatch=256`` prints those
+    flags (the VRAM it priced), not llama.cpp's defaults."""
+    from dataclasses import replace
+
+    from sim.machine.vram.options import MemoryOptions
+
+    a = replace(A, mem=MemoryOptions("q8_0", "q4_0", 256, False))
+    c = _cand("n_cpu_moe", 3)
+    assert server_line(c, a).endswith("-c 2048 -ub 256 -t 6 -ctk q8_0 -ctv q4_0 -fa off")
+    assert "-ctk q8_0: K cache element type (the plan charged q8_0: 1.0625 bytes per element)" in explain(c, a)
+    assert " -fa 0 -ctk q8_0 -ctv q4_0 -ub 256 " in bench_line([c], a, 0, 64)

@@ -29,13 +29,13 @@ def sweep_command(cfg: DictConfig) -> None:
     base = {k: top[k] for k in keys}
     base.update(specs_of(cfg), experiment=exp.get("name", "adhoc"))
     runs = expand(base, exp.get("policies", "all"), exp.get("workloads") or [], exp.get("grid") or {})
-    run_ids(runs)
+    ids = run_ids(runs)                    # every point resolved before anything is written
     with writer_lock(out / RESULTS_FILE):
         if not top["resume"] and (out / RESULTS_FILE).exists():
             (out / RESULTS_FILE).unlink()
         prepare_folder(cfg, out, top["append"], ", resume=false to start over")
         df = execute(runs, out, n_jobs=top["n_jobs"], resume=top["resume"], backend=str(cfg.backend),
-                     address=cfg.ray_address)
+                     address=cfg.ray_address, ids=ids)
     print(format_table(df, exp.get("name", ""), str(cfg.format)))
     print(f"results: {out / RESULTS_FILE} ({len(df)} runs)", file=sys.stdout if cfg.format == "text" else sys.stderr)
 

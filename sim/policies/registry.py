@@ -32,6 +32,11 @@ def policy_preset(name: str) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True) or {}
 
 
+def preset_params(name: str) -> dict:
+    """The preset's parameters: its YAML without ``_target_`` and ``description``."""
+    return {k: v for k, v in policy_preset(name).items() if k not in ("_target_", "description")}
+
+
 def policy_runtime(name: str) -> str:
     """The runtime profile (conf/runtime) the policy's system is built on; custom_cuda if unnamed."""
     return policy_preset(name).get("runtime") or "custom_cuda"

@@ -14,7 +14,7 @@ from sim.machine.vram import MemoryOptions
 from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
 from sim.run import requests
-from sim.run.spec import RECORDED, SERVING_KEYS, RunSpec, ServingOptions
+from sim.run.spec import RECORDED, SERVING_KEYS, RunSpec
 from sim.run.workload import check_trace, preset_spec
 from traces.errors import TraceError
 from traces.io import load_trace
@@ -37,7 +37,6 @@ class Resolved:
     plan: object
     cache_ratio: float
     identity: dict
-    serving: ServingOptions | None = None
 
 
 def resolve(spec: RunSpec) -> Resolved:
@@ -84,7 +83,7 @@ def resolve(spec: RunSpec) -> Resolved:
     if g > 0:
         acc = sp.acceptance if sp.acceptance is not None else _acceptance(workload, meta, trace, d)
     requests.check(spec.serving, trace is not None, name, pol.adaptive_gamma, int(w.prompt_tokens))
-    parts = Resolved(hw, m, d, pol, g, workload, acc, trace, plan, float(cache_ratio), {}, spec.serving)
+    parts = Resolved(hw, m, d, pol, g, workload, acc, trace, plan, float(cache_ratio), {})
     parts.identity = identity_of(spec, parts)
     return parts
 
@@ -94,11 +93,11 @@ def identity_of(spec: RunSpec, r: Resolved) -> dict:
     records (specs, policy parameters, trace digest), the core keys always, and any other field
     under its own name when it differs from its default (so a default run keeps its ``run_id``; the
     prefill's own knobs count only with ``prefill=true``)."""
-    from sim.policies.registry import policy_preset
+    from sim.policies.registry import preset_params
     from sim.run.identity import code_version, spec_record, trace_digest
 
     flat, name = spec.flat(), spec.policy.policy
-    params = {k: v for k, v in policy_preset(name).items() if k not in ("_target_", "description")}
+    params = preset_params(name)
     params.update(spec.policy.policy_args or {})
     if spec.policy.overlap is not None:
         params["overlap"] = spec.policy.overlap

@@ -89,15 +89,16 @@ def run_ids(runs: list[dict]) -> list[str]:
 
 
 def execute(runs: list[dict], out_dir: Path, n_jobs: int = 1, resume: bool = True, backend: str = "loky",
-            address: str | None = None) -> pd.DataFrame:
+            address: str | None = None, ids: list[str] | None = None) -> pd.DataFrame:
     """Run everything whose ``run_id`` is not yet in ``out_dir/results.parquet``, appending each row as
     it finishes; returns this sweep's rows (the caller holds the folder's writer lock).
 
-    ``backend``/``address``: where the runs execute (:func:`sim.run.parallel.run_all`)."""
+    ``backend``/``address``: where the runs execute (:func:`sim.run.parallel.run_all`); ``ids``: the
+    runs' :func:`run_ids` when the caller resolved them already."""
     from sim.run.parallel import run_all
 
     path = Path(out_dir) / RESULTS_FILE
-    ids = run_ids(runs)
+    ids = run_ids(runs) if ids is None else ids
     if not resume and path.exists():
         path.unlink()
     done = done_ids(path)

@@ -167,9 +167,9 @@ def check_policy_params(name: str, params: dict) -> dict:
     """The parameters of policy preset ``name`` checked: unknown ones refused with the nearest names,
     ranges from :data:`RULES`, others of the preset value's type (an int where a float is expected
     is accepted). Returns the checked parameters."""
-    from sim.policies.registry import policy_preset
+    from sim.policies.registry import policy_preset, preset_params
 
-    preset = {k: v for k, v in policy_preset(name).items() if k not in ("_target_", "description")}
+    preset = preset_params(name)
     module, cls = policy_preset(name)["_target_"].rsplit(".", 1)
     import importlib
 

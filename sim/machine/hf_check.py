@@ -27,6 +27,7 @@ _INT = {                          # field: (low, high); null allowed where the f
 }
 _BOOL = ("tie_word_embeddings", "attention_bias", "qkv_bias", "use_qk_norm", "use_sliding_window", "lm_head_bias")
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size", "num_experts_per_tok")
+MLA = ("deepseek_v2", "deepseek_v3")   # model types with multi-head latent attention (sim.machine.hf_config)
 MLA_REQUIRED = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank")
 
 
@@ -54,7 +55,7 @@ def check_fields(cfg: dict, where: str) -> dict:
     for key, kind in (("model_type", str), ("quantization_config", dict), ("layer_types", list)):
         if out.get(key) is not None and not isinstance(out[key], kind):
             raise ConfigFieldError(f"{where}: field {key}={out[key]!r}: must be a {kind.__name__}")
-    if out.get("model_type") in ("deepseek_v2", "deepseek_v3"):
+    if out.get("model_type") in MLA:
         missing = [k for k in MLA_REQUIRED if out.get(k) is None]
         if missing:
             raise ConfigFieldError(f"{where}: missing field(s) {missing} (MLA attention of {out['model_type']})")

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sim.machine.hf_check import MLA, REQUIRED   # the families and fields config.json must give
+
 KV_BYTES = 2            # 16-bit KV cache
 DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
-MLA = ("deepseek_v2", "deepseek_v3")
 KNOWN = ("qwen3_moe", "qwen2_moe", "deepseek_v2", "deepseek_v3", "mixtral", "gpt_oss", "glm4_moe", "olmoe", "phimoe")
-REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size", "num_experts_per_tok")
 
 
 class UnsupportedConfig(ValueError):

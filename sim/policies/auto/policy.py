@@ -23,6 +23,7 @@ import copy
 
 import numpy as np
 
+from sim.policies.adaspec import AdaSpecParams
 from sim.policies.auto.estimate import layer_seconds, loaded_cache, profile_tokens, token_seconds
 from sim.policies.auto.params import SpacAutoParams
 from sim.policies.auto.restore import Restore
@@ -30,7 +31,7 @@ from sim.policies.base import CPU, FETCH, Placement, Policy, Signals
 from sim.policies.common import present_row
 from sim.policies.split import ExpertTimes
 
-SYNC_S = 30e-6   # the per-layer CPU/GPU join the estimates charge (AdaSpec's sync_us)
+SYNC_S = AdaSpecParams.sync_us * 1e-6   # the per-layer CPU/GPU join the estimates charge (AdaSpec's)
 
 
 class SpacAuto(Policy):

@@ -8,6 +8,7 @@ never one of a pinned layer; once the set is back, the static strategy runs as l
 from __future__ import annotations
 
 import numpy as np
+from sim.policies.common import evictable_mask
 
 
 class Restore:
@@ -30,13 +31,13 @@ class Restore:
         while self.pos < len(self.wanted):
             l, e = self.wanted[self.pos]
             self.pos += 1
-            if not (cache.resident[l, e] or cache.inflight[l, e]):
+            if not cache.present(l, e):
                 return (l, e)
         return None
 
     def victim(self, cache):
         """A resident expert outside the set and outside pinned layers (lowest layer, then id), or None."""
-        free = cache.resident & ~self._mask(cache) & ~cache.pinned[:, None]
+        free = evictable_mask(cache) & ~self._mask(cache)
         idx = np.flatnonzero(free)
         if not idx.size:
             return None

@@ -31,7 +31,7 @@ from sim.policies.base import CPU, FETCH, Placement, Policy, Signals
 from sim.policies.common import present_row
 from sim.policies.split import ExpertTimes
 
-SYNC_S = AdaSpecParams.sync_us * 1e-6   # the per-layer CPU/GPU join the estimates charge (AdaSpec's)
+SYNC_S = AdaSpecParams.sync_us / 1e6    # the per-layer CPU/GPU join the estimates charge (AdaSpec's)
 
 
 class SpacAuto(Policy):

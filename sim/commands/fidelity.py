@@ -37,7 +37,7 @@ def check_outputs(command: str, opts: dict) -> None:
 
     if command == "validate" and opts["out"]:
         check_writable(str(opts["out"]), "out", kind="dir")
-    elif command == "calibrate" and opts["write"]:
+    elif command == "calibrate" and opts["write"] and not opts.get("bench"):   # bench= writes only out=
         check_writable(CONF_DIR / "runtime", "runtime (write=true writes conf/runtime)", kind="dir")
 
 

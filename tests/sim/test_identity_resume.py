@@ -156,3 +156,11 @@ def test_swa_full_from_the_command_line_sizes_gpt_oss_kv_cache(tmp_path):
     assert 1.9 < kv[1] / kv[0] < 2.0      # half the layers slide (window 128): with --swa-full they hold 32k too
     with pytest.raises(UserInputError, match="swa_full='maybe': must be true or false"):
         check_all({"swa_full": "maybe"})
+
+
+def test_the_identity_core_is_what_resolve_writes_first():
+    """``IDENTITY_CORE`` (the columns analysis compares) and the keys ``identity_of`` always writes are
+    one list: a key added to one and not the other fails here."""
+    from sim.run.spec import IDENTITY_CORE
+
+    assert tuple(resolve(RunSpec.of(**BASE)).identity)[:len(IDENTITY_CORE)] == IDENTITY_CORE

@@ -19,7 +19,8 @@ from sim.machine.specs import ConfigError
 
 RUN_KEYS = {"policy", "workload", "model", "draft", "quant", "quant_dense", "gamma", "acceptance", "cache_ratio",
             "slots_per_layer", "vram_budget_gib", "prompt_tokens", "gen_tokens", "context", "seed", "runtime",
-            "hardware", "gpu", "host", "link"}
+            "hardware", "gpu", "host", "link",
+            "ubatch", "cache_type_k", "cache_type_v", "flash_attn", "swa_full", "unified_memory"}   # engine memory flags
 PREFIXES = ("gpu.", "host.", "link.", "hardware.", "runtime.", "policy.")
 
 

@@ -7,7 +7,7 @@ before simulating, saying how much is missing and the largest setting that fits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sim.machine.specs import ConfigError, DraftSpec, HardwareSpec, ModelSpec
 
@@ -32,10 +32,11 @@ class MemoryPlan:
     context: int = 0
     detail: str = ""
     terms: object = None        # sim.machine.vram.VramTerms when the runtime's engine places VRAM its own way
+    spilled: float = 0.0        # bytes beyond VRAM that CUDA unified memory pages to host memory
 
     @property
     def free_for_experts(self) -> float:
-        return self.vram - self.reserved - self.non_expert - self.draft - self.kv - self.workspace
+        return self.vram + self.spilled - self.reserved - self.non_expert - self.draft - self.kv - self.workspace
 
     @property
     def max_slots(self) -> int:
@@ -63,9 +64,11 @@ class MemoryPlan:
 
     def report(self) -> str:
         """The plan as lines: each part, what is left, and the largest setting that fits."""
-        used = self.vram - self.free_for_experts + self.n_slots * self.expert_bytes
+        used = self.vram + self.spilled - self.free_for_experts + self.n_slots * self.expert_bytes
         host = (f"; token embedding in host memory {self.terms.host_weights / GIB:.2f} GiB"
                 if self.terms is not None and self.terms.host_weights else "")
+        host += (f"; {self.spilled / GIB:.2f} GiB beyond VRAM paged to host memory (unified memory)"
+                 if self.spilled else "")
         return "\n".join([f"memory plan: {self.summary()}",
                           f"  used {used / GIB:.2f} of {self.vram / GIB:.2f} GiB; one expert {self.expert_bytes / 2**20:.2f} MiB{host}",
                           f"  largest that fits: {self.largest_settings()}"])
@@ -96,7 +99,8 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
     (``-ngl``) keep their attention, router and shared-expert weights and their KV in host DRAM. With ``check=False`` an over-full plan is returned
     anyway (for what-if tables). Under the llama.cpp and kTransformers runtimes the parts are those
     engines' own placement (:mod:`sim.machine.vram`), with ``engine`` (:class:`sim.machine.vram.MemoryOptions`:
-    KV cache types, micro-batch, flash attention) or its defaults.
+    KV cache types, micro-batch, flash attention) or its defaults; a llama.cpp-family engine with
+    ``unified_memory`` pages what exceeds VRAM to host memory (``spilled``) instead of failing.
     """
     check, n_slots, vram_budget_gib, cpu_layers, engine = (opts.check, opts.n_slots, opts.vram_budget_gib,
                                                            opts.cpu_layers, opts.engine)
@@ -121,6 +125,8 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
         detail=f" ({model.dense_quant}; experts {model.file_expert_types or model.expert_quant}, {model.attention.upper()} attention)",
     )
     plan = _engine_plan(plan, hw, model, draft, context, cpu_layers, engine)
+    if plan.terms is not None and getattr(engine, "unified_memory", False) and hw.runtime in ("llama_cpp", "ik_llama"):
+        plan = replace(plan, spilled=max(0.0, plan.n_slots * plan.expert_bytes - plan.free_for_experts))
     if check and plan.free_for_experts < 0:
         raise ConfigError(
             f"{model.name} + draft {draft.name} do not fit on {hw.name} even without expert slots: "
@@ -139,8 +145,6 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
 def _engine_plan(plan: MemoryPlan, hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, context: int,
                  cpu_layers: int, engine) -> MemoryPlan:
     """``plan`` with its parts replaced by the runtime's engine placement (:mod:`sim.machine.vram`), if it has one."""
-    from dataclasses import replace
-
     from sim.machine.vram import engine_terms
 
     t = engine_terms(hw, model, draft, context, cpu_layers, engine, plan.n_slots)

@@ -69,7 +69,8 @@ class MemoryChoice:
     """Where experts may live: the cacheable share of experts, or slots per layer, a VRAM cap, the KV
     context reserved, ``equal_vram`` (an AR policy gets the draft's VRAM as slots), and the KV cache
     element types, flash attention and full-size sliding-window caches that size llama.cpp's KV cache
-    and compute buffer (``-ctk`` / ``-ctv`` / ``-fa`` / ``--swa-full``, :mod:`sim.machine.vram`)."""
+    and compute buffer (``-ctk`` / ``-ctv`` / ``-fa`` / ``--swa-full``, :mod:`sim.machine.vram`), and
+    ``unified_memory`` (``GGML_CUDA_ENABLE_UNIFIED_MEMORY=1``: what exceeds VRAM pages to host memory)."""
 
     cache_ratio: float = 0.17
     slots_per_layer: int | None = None
@@ -80,6 +81,7 @@ class MemoryChoice:
     cache_type_v: str = "f16"
     flash_attn: bool = True
     swa_full: bool = False
+    unified_memory: bool = False
 
 
 @dataclass(frozen=True)

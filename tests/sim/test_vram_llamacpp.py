@@ -19,12 +19,14 @@ NONE = config.draft("none")
 
 
 def _predict(run: dict) -> dict:
-    """Every term the logs quote, predicted (MiB)."""
-    m = config.model(run["model"], run["quant"])
+    """Every term the logs quote, predicted (MiB); ``runtime`` picks the llama.cpp fork (default llama_cpp)."""
+    m = config.model(run["model"], run["quant"], run.get("quant_dense"))
+    hw = HW if run.get("runtime", "llama_cpp") == "llama_cpp" else config.hardware(
+        {"name": "m", "gpu": "rtx4090", "host": "desktop_ddr5_2ch", "link": "pcie4_x16"}, runtime=run["runtime"])
     opts = MemoryOptions(ubatch=run["ubatch"], flash_attn=run["flash_attn"], n_seq=run.get("n_seq", 1),
                          swa_full=run.get("swa_full", False))
     slots = m.n_layers * m.n_experts if run["gpu_experts"] == "all" else int(run["gpu_experts"])
-    t = llamacpp_terms(HW, m, NONE, run["context"], 0, opts, slots)
+    t = llamacpp_terms(hw, m, NONE, run["context"], 0, opts, slots)
     return {"gpu_model": (t.model_bytes + slots * m.expert_bytes) / MIB, "host_embd": t.host_weights / MIB,
             "kv": t.kv / MIB, "compute": t.compute / MIB}
 

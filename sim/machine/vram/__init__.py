@@ -9,14 +9,14 @@ from __future__ import annotations
 from sim.machine.vram.options import MemoryOptions
 from sim.machine.vram.terms import VramTerms
 
-ENGINE_RUNTIMES = ("llama_cpp", "ktransformers")
+ENGINE_RUNTIMES = ("llama_cpp", "ik_llama", "ktransformers")
 
 
 def engine_terms(hw, model, draft, context: int, cpu_layers: int, opts: MemoryOptions | None = None,
                  n_slots: int | None = None):
     """The :class:`VramTerms` of ``hw.runtime``'s engine, or None for a runtime without a placement model."""
     opts = opts or MemoryOptions()
-    if hw.runtime == "llama_cpp":
+    if hw.runtime in ("llama_cpp", "ik_llama"):
         from sim.machine.vram.llamacpp import llamacpp_terms
         return llamacpp_terms(hw, model, draft, context, cpu_layers, opts, n_slots)
     if hw.runtime == "ktransformers":

@@ -20,8 +20,15 @@
   in host memory, as the logs show (gpt-oss-20b ``--cpu-moe``: 456.98 MiB = three 134 MiB expert
   tensors + activations); not for layers ``-ngl`` leaves whole on the CPU, where the published
   Mixtral f16 ``-ngl 8`` run on a 24 GB card (Fiddler paper, llama.cpp b2956; point P41) would
-  not have fitted with it.
+  not have fitted with it. Nor under ik_llama.cpp, whose host experts are run-time repacked (``-rtr``)
+  or stored in row-interleaved ``_R4``/``_R8`` types that have no CUDA kernels, so the scheduler
+  cannot move their ops to the GPU: ik_llama.cpp issue 629 (build 3772, RTX 5090, ``-ub 2048 -rtr``)
+  prints the same compute buffer for IQ3_K and Q8_0 experts (1264.01 and 1251.00 MiB, the output
+  phase), not one layer's expert tensors more.
 - CUDA context: the runtime's ``reserved_gib``.
+
+ik_llama.cpp (runtime ``ik_llama``) loads tensors as llama.cpp does (token embedding in host memory:
+``CUDA_Host buffer size = 630.59 MiB`` in the issue-629 logs, Qwen3-235B's Q8_0 ``token_embd``).
 
 llama-server's own context default is the model's training context (``common.h``: ``n_ctx = 0 //
 0 == context the model was trained with``), which ``--fit`` may shrink; this project's ``context``
@@ -110,7 +117,8 @@ def llamacpp_terms(hw, m, draft, context: int, cpu_layers: int, opts: MemoryOpti
     ``n_slots`` (None: unknown) tells whether any routed expert lives in host memory."""
     parts, embed = model_parts(m, cpu_layers)
     total = m.n_layers * m.n_experts
-    host_experts = (n_slots is None or n_slots < total) and cpu_layers == 0   # the module docstring says why
+    host_experts = ((n_slots is None or n_slots < total) and cpu_layers == 0   # the module docstring says why
+                    and hw.runtime != "ik_llama")
     layers = m.n_layers + m.n_dense_layers
     return VramTerms(
         model=parts, kv=kv_bytes(m, context, opts, (layers - cpu_layers) / layers),

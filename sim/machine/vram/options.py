@@ -1,5 +1,6 @@
 """What a user sets about an engine's memory besides placement: KV cache types (llama.cpp ``-ctk`` /
-``-ctv``), the micro-batch (``-ub``), flash attention (``-fa``), parallel sequences and the SWA cache size.
+``-ctv``), the micro-batch (``-ub``), flash attention (``-fa``), parallel sequences, the SWA cache size and
+CUDA unified memory (``GGML_CUDA_ENABLE_UNIFIED_MEMORY=1``).
 
 KV cache element sizes are ggml's block sizes (``ggml/src/ggml-common.h``: ``block_q8_0`` 34 B per 32,
 ``block_q4_0`` 18 B / 32, ``block_q4_1`` 20 B / 32, ``block_q5_0`` 22 B / 32, ``block_q5_1`` 24 B / 32,
@@ -19,7 +20,9 @@ class MemoryOptions:
     """Engine memory settings: ``cache_type_k`` / ``cache_type_v`` (``-ctk`` / ``-ctv``), ``ubatch``
     (``-ub``), ``flash_attn`` (``-fa``; llama-server's ``auto`` turns it on for CUDA), ``n_seq``
     (``-np``, sliding-window cells per sequence) and ``swa_full`` (``--swa-full``: SWA layers keep the
-    whole context)."""
+    whole context) and ``unified_memory`` (``GGML_CUDA_ENABLE_UNIFIED_MEMORY=1``: ggml-cuda allocates its
+    buffers with ``cudaMallocManaged``, so on Linux what exceeds VRAM pages to host memory instead of
+    failing: llama.cpp ``docs/build.md``, ggml-org/llama.cpp PR #12934)."""
 
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
@@ -27,6 +30,7 @@ class MemoryOptions:
     flash_attn: bool = True
     n_seq: int = 1
     swa_full: bool = False
+    unified_memory: bool = False
 
     def __post_init__(self):
         from sim.machine.specs import ConfigError

@@ -90,7 +90,8 @@ def _engine_options(cfg: DictConfig):
 
     return MemoryOptions(check_key("cache_type_k", cfg.get("cache_type_k", "f16")),
                          check_key("cache_type_v", cfg.get("cache_type_v", "f16")),
-                         flash_attn=check_key("flash_attn", cfg.get("flash_attn", True)))
+                         flash_attn=check_key("flash_attn", cfg.get("flash_attn", True)),
+                         op_offload=check_key("op_offload", cfg.get("op_offload", True)))
 
 
 def plan_command(cfg: DictConfig) -> list:

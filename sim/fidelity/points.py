@@ -20,7 +20,7 @@ from sim.machine.specs import ConfigError
 RUN_KEYS = {"policy", "workload", "model", "draft", "quant", "quant_dense", "gamma", "acceptance", "cache_ratio",
             "slots_per_layer", "vram_budget_gib", "prompt_tokens", "gen_tokens", "context", "seed", "runtime",
             "hardware", "gpu", "host", "link",
-            "ubatch", "cache_type_k", "cache_type_v", "flash_attn", "swa_full", "unified_memory"}   # engine memory flags
+            "ubatch", "cache_type_k", "cache_type_v", "flash_attn", "swa_full", "unified_memory", "op_offload"}   # engine memory flags
 PREFIXES = ("gpu.", "host.", "link.", "hardware.", "runtime.", "policy.")
 
 

@@ -130,7 +130,8 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
     if check and plan.free_for_experts < 0:
         raise ConfigError(
             f"{model.name} + draft {draft.name} do not fit on {hw.name} even without expert slots: "
-            f"{-plan.free_for_experts / GIB:.2f} GiB missing. {plan.summary()}")
+            f"{-plan.free_for_experts / GIB:.2f} GiB missing.{_copy_hint(plan, hw, model, draft, cpu_layers, engine)} "
+            f"{plan.summary()}")
     if check and plan.n_slots > plan.max_slots:
         need = (plan.n_slots - plan.max_slots) * plan.expert_bytes
         what = f"cache_ratio={cache_ratio}" if n_slots is None else f"{n_slots} expert slots"
@@ -138,8 +139,21 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
             f"{what} does not fit on {hw.name} with {model.name} + draft {draft.name}: "
             f"{plan.n_slots} slots need {need / GIB:.2f} GiB more than the VRAM has. "
             f"The largest ratio that fits is {plan.max_ratio:.3f} ({plan.max_slots} slots); "
-            f"largest settings: {plan.largest_settings()}. {plan.summary()}")
+            f"largest settings: {plan.largest_settings()}.{_copy_hint(plan, hw, model, draft, cpu_layers, engine)} "
+            f"{plan.summary()}")
     return plan
+
+
+def _copy_hint(plan: MemoryPlan, hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cpu_layers: int, engine) -> str:
+    """A sentence when the plan fits without llama.cpp's op-offload copy of one layer's host experts
+    (``op_offload=false``, ``--no-op-offload``), else an empty string."""
+    if plan.terms is None or engine is None or not getattr(engine, "op_offload", False):
+        return ""
+    alt = _engine_plan(plan, hw, model, draft, plan.context, cpu_layers, replace(engine, op_offload=False))
+    if alt.workspace >= plan.workspace or alt.n_slots > alt.max_slots:
+        return ""
+    return (f" It fits with op_offload=false (llama.cpp --no-op-offload: the prompt's host experts computed on "
+            f"the CPU, {(plan.workspace - alt.workspace) / GIB:.2f} GiB less compute buffer).")
 
 
 def _engine_plan(plan: MemoryPlan, hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, context: int,

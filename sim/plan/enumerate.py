@@ -156,4 +156,5 @@ def memory_keys(engine) -> dict:
     if engine is None:
         return {}
     return {"cache_type_k": engine.cache_type_k, "cache_type_v": engine.cache_type_v,
-            "flash_attn": engine.flash_attn, "swa_full": engine.swa_full, "ubatch": engine.ubatch}
+            "flash_attn": engine.flash_attn, "swa_full": engine.swa_full, "ubatch": engine.ubatch,
+            "op_offload": engine.op_offload}

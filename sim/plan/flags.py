@@ -92,6 +92,9 @@ def common_flags(c, a: EngineArgs) -> list[Flag]:
             Flag("-ctv", a.mem.cache_type_v, "V cache element type (a quantized V cache needs -fa on)"),
             Flag("-fa", "on" if a.mem.flash_attn else "off",
                  "flash attention: less attention workspace (older builds take a bare -fa)")]
+    if not a.mem.op_offload:
+        out.append(Flag("--no-op-offload", "", "prompt micro-batches compute the host experts on the CPU: no copy of a "
+                        "layer's experts in the compute buffer (the plan charged none; slower prompt processing)"))
     if c.engine == "llama_cpp_sd":
         out += [Flag("-md", "DRAFT.gguf", "speculative decoding: the draft model's GGUF file"),
                 Flag("-ngld", "99", "every layer of the draft on the GPU (the plan charged its weights and KV)"),
@@ -123,4 +126,4 @@ def bench_line(cands: list, a: EngineArgs, prompt_tokens: int, gen_tokens: int) 
         place = '-ot "' + ",".join(ot_arg(b) if (b := cpu_blocks(c, a)) else "" for c in cands) + '"'
     depth = f" -d {prompt_tokens}" if prompt_tokens else ""
     return (f"llama-bench -m MODEL.gguf -ngl {ngl_all(a)} {place} -t {a.threads} -fa {int(a.mem.flash_attn)} "
-            f"-ctk {a.mem.cache_type_k} -ctv {a.mem.cache_type_v} -ub {a.mem.ubatch} -p 0 -n {gen_tokens}{depth} -r 3")
+            f"-ctk {a.mem.cache_type_k} -ctv {a.mem.cache_type_v} -ub {a.mem.ubatch}{'' if a.mem.op_offload else ' -nopo 1'} -p 0 -n {gen_tokens}{depth} -r 3")

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.machine.vram.llamacpp import OFFLOAD_MIN_BATCH
 from sim.prefill.costs import PrefillCosts
 
-LLAMACPP_MIN_BATCH = 32
+LLAMACPP_MIN_BATCH = OFFLOAD_MIN_BATCH
 KT_DEFAULT_THRESHOLD = 1024
 RULES = ("auto", "llamacpp", "ik_llama", "ktransformers", "optimal", "cpu", "gpu")
 AUTO = {"llamacpp": "llamacpp", "llamacpp_sd": "llamacpp", "ktransformers": "ktransformers"}
@@ -53,11 +54,13 @@ class CostOptimal:
 
 
 def make_rule(name: str, policy: str = "", n_experts: int = 1, top_k: int = 1,
-              threshold: int = KT_DEFAULT_THRESHOLD):
+              threshold: int = KT_DEFAULT_THRESHOLD, op_offload: bool = True):
     """The rule called ``name``; ``auto`` is the decode policy's engine rule (llama.cpp's for
-    llamacpp*, kTransformers' for ktransformers) and the cost-optimal choice for every other policy."""
+    llamacpp*, or the CPU under ``--no-op-offload`` (``op_offload=False``); kTransformers' for
+    ktransformers) and the cost-optimal choice for every other policy."""
     if name == "auto":
         name = AUTO.get(policy, "optimal")
+        name = "cpu" if name == "llamacpp" and not op_offload else name
     if name == "llamacpp":
         return TokenThreshold("llamacpp", LLAMACPP_MIN_BATCH)
     if name == "ik_llama":

@@ -84,7 +84,8 @@ def run_prefill(spec, r, cost):
     resident = np.zeros((m.n_layers, m.n_experts), dtype=bool)
     for layer, expert in policy.initial_residency():
         resident[int(layer), int(expert)] = True
-    rule = make_rule(opts.prefill_rule, spec.policy.policy, m.n_experts, m.top_k, opts.prefill_threshold)
+    rule = make_rule(opts.prefill_rule, spec.policy.policy, m.n_experts, m.top_k, opts.prefill_threshold,
+                     op_offload=spec.memory.op_offload)
     costs = PrefillCosts.build(cost, opts.ubatch)
     runs = [simulate_prefill(costs, rule, prompt_routing(m.name, r.workload, prompt_tokens, seed + i, shape), resident)
             for i in range(opts.batch)]

@@ -73,7 +73,7 @@ def resolve(spec: RunSpec) -> Resolved:
     if slots is None and mem.slots_per_layer is not None:
         slots = int(mem.slots_per_layer) * m.n_layers
     engine = MemoryOptions(mem.cache_type_k, mem.cache_type_v, int(spec.serving.ubatch), bool(mem.flash_attn),
-                           swa_full=bool(mem.swa_full), unified_memory=bool(mem.unified_memory))
+                           swa_full=bool(mem.swa_full), unified_memory=bool(mem.unified_memory), op_offload=bool(mem.op_offload))
     plan = plan_memory(hw, m, d, mem.cache_ratio, mem.context, opts=PlanOptions(n_slots=slots, vram_budget_gib=mem.vram_budget_gib,
                        cpu_layers=pol.cpu_layer_count(m.n_layers), engine=engine))
     cache_ratio = plan.n_slots / (m.n_layers * m.n_experts) if slots is not None else mem.cache_ratio

@@ -70,7 +70,9 @@ class MemoryChoice:
     context reserved, ``equal_vram`` (an AR policy gets the draft's VRAM as slots), and the KV cache
     element types, flash attention and full-size sliding-window caches that size llama.cpp's KV cache
     and compute buffer (``-ctk`` / ``-ctv`` / ``-fa`` / ``--swa-full``, :mod:`sim.machine.vram`), and
-    ``unified_memory`` (``GGML_CUDA_ENABLE_UNIFIED_MEMORY=1``: what exceeds VRAM pages to host memory)."""
+    ``unified_memory`` (``GGML_CUDA_ENABLE_UNIFIED_MEMORY=1``: what exceeds VRAM pages to host memory),
+    ``op_offload`` (false: llama.cpp ``--no-op-offload``, the prompt's host experts computed on the CPU,
+    never copied into the compute buffer)."""
 
     cache_ratio: float = 0.17
     slots_per_layer: int | None = None
@@ -82,6 +84,7 @@ class MemoryChoice:
     flash_attn: bool = True
     swa_full: bool = False
     unified_memory: bool = False
+    op_offload: bool = True
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ RULES: dict[str, Rule] = {
     "cache_type_k": Rule("choice", choices=tuple(CACHE_TYPE_BYTES)),
     "cache_type_v": Rule("choice", choices=tuple(CACHE_TYPE_BYTES)),
     "flash_attn": Rule("bool"),
+    "op_offload": Rule("bool"),        # false: llama.cpp --no-op-offload
     "unified_memory": Rule("bool"),    # GGML_CUDA_ENABLE_UNIFIED_MEMORY=1 (llama.cpp-family runtimes)
     "prefill_rule": Rule("choice", choices=PREFILL_RULES),
     "prefill_threshold": INT1,

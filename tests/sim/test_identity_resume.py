@@ -122,7 +122,7 @@ ALT = {   # a valid non-default value of every run-specification field (and the 
     "acceptance_model": {"decay": 0.9}, "policy": "moespac_ar", "policy_args": {"K": 4}, "overlap": False,
     "workload": "alpaca", "prompt_tokens": 128, "cache_ratio": 0.1, "slots_per_layer": 16,
     "vram_budget_gib": 23.0, "context": 2048, "equal_vram": True, "cache_type_k": "q8_0", "cache_type_v": "q8_0",
-    "flash_attn": False, "swa_full": True, "unified_memory": True, "prefill": True, "ubatch": 256, "prefill_rule": "cpu",
+    "flash_attn": False, "swa_full": True, "unified_memory": True, "op_offload": False, "prefill": True, "ubatch": 256, "prefill_rule": "cpu",
     "prefill_threshold": 512, "batch": 2, "stagger": 1, "gen_tokens": 24, "seed": 1, "experiment": "x",
     "table_tokens": 300}
 NEEDS = {"equal_vram": dict(policy="llamacpp"), "ubatch": dict(prefill=True), "prefill_rule": dict(prefill=True),

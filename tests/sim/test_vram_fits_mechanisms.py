@@ -75,3 +75,40 @@ def test_ik_llama_places_as_llama_cpp_without_the_expert_copy():
     assert ik.model == lc.model and ik.kv == lc.kv
     assert ik.compute == compute_bytes(m, 32768, opts, True, False)
     assert lc.compute == compute_bytes(m, 32768, opts, True, True) > ik.compute + GIB   # one layer: 2.39 GiB
+
+
+def test_no_op_offload_drops_exactly_one_layers_expert_copy_and_prefills_on_the_cpu():
+    """``--no-op-offload`` (op_offload=False): the compute buffer loses the copy of one layer's host
+    experts (DeepSeek-V3 f16: 256 x 3 x 7168 x 2048 x 2 B = 21 GiB) and is what it is without host experts; the prompt's
+    host experts are computed on the CPU (the ``auto`` prefill rule of llamacpp), and the plan's
+    llama-server and llama-bench lines carry the flag."""
+    from sim.prefill.decision import make_rule
+
+    m = config.model("deepseek_v3", "f16")
+    on, off = MemoryOptions(), MemoryOptions(op_offload=False)
+    moe_activations = 512 * 2.5 * 8 * 2048 * 4                 # -ub 512, top-8, F32 gate/up/product
+    assert compute_bytes(m, 1024, on, True, True) == pytest.approx(moe_activations + 256 * 3 * 7168 * 2048 * 2)
+    assert compute_bytes(m, 1024, off, True, True) == compute_bytes(m, 1024, on, True, False)
+    a100 = {"name": "a100_box", "gpu": "a100_40gb", "host": "xeon8452y_ddr5_8ch_2s", "link": "pcie4_x16"}
+    spec = dict(policy="llamacpp", policy_args={"n_cpu_moe": 58}, hardware=a100, model="deepseek_v3",
+                quant="f16", context=1024, **SHORT)
+    with pytest.raises(ConfigError, match=r"do not fit .* It fits with op_offload=false .* 20\.80 GiB less"):
+        resolve(RunSpec.of(**spec))
+    assert resolve(RunSpec.of(op_offload=False, **spec)).plan.free_for_experts > 0
+    assert make_rule("auto", "llamacpp", op_offload=False).name == "cpu"
+    assert make_rule("auto", "llamacpp").name == "llamacpp" and make_rule("auto", "moespac", op_offload=False).name == "optimal"
+    with pytest.raises(UserInputError, match="op_offload"):
+        check("op_offload", "no")
+
+
+def test_plan_prints_no_op_offload_when_the_plan_charged_no_copy():
+    from sim.plan.flags import common_flags
+
+    class A:   # the EngineArgs fields the flags read
+        context, threads, cpu, n_layers, n_dense = 4096, 8, "cpu", 48, 0
+        mem = MemoryOptions(op_offload=False)
+
+    class C:
+        engine = "llama_cpp"
+    assert any(f.flag == "--no-op-offload" for f in common_flags(C, A))
+    assert not any(f.flag == "--no-op-offload" for f in common_flags(C, type("B", (A,), {"mem": MemoryOptions()})))

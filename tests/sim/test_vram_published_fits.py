@@ -48,11 +48,6 @@ def test_gpt_oss_20b_n_cpu_moe_12_fits_an_rtx2080(context):
 
 
 REFUSED = {   # published runs the memory plan still refuses (no configuration that ran may be refused)
-    "K-DS3-A2": "DeepSeek-V3 f16 on an A100 40 GB under the SOSP'25 authors' unpublished llama.cpp offload patch: "
-                "12.5 GiB over, all of it llama.cpp's copy of one layer's f16 experts (21 GiB) into the compute "
-                "buffer for a 512-token micro-batch; the run shows the patch did not offload expert ops, which "
-                "no published source states",
-    "K-DS2-R2": "as K-DS3-A2 (DeepSeek-V2.5 q8_0 on an RTX 4080: 0.95 GiB over; the expert copy is 3.73 GiB)",
     "C-6": "gpt-oss-120b, experts of blk 0-4 on a 12 GB RTX 4070, 32k q8_0 KV: 0.30 GiB over. The published "
            "breakdown (model 9697 MiB, 12 MiB free) leaves about 1.9 GiB for the compute buffer (1.63 GiB "
            "predicted) and the CUDA context of that headless box; the plan's 0.6 GiB CUDA context has no "

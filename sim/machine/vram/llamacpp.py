@@ -14,7 +14,7 @@
   ``ubatch x n_vocab`` when the head is on the GPU), the attention phase (without flash attention the
   F32 ``KQ`` of ``heads x n_ctx x ubatch``), or the MoE phase (when experts live in host memory and
   ``ubatch >= 32``, ggml's scheduler copies one layer's expert tensors into this buffer to run the
-  prompt on the GPU). Each phase adds ``c x ubatch x width x 4 B`` of other F32 activations; the
+  prompt on the GPU; not with ``--no-op-offload``). Each phase adds ``c x ubatch x width x 4 B`` of other F32 activations; the
   three ``c`` are fitted on the published load logs of tests/data/llamacpp_load_logs.yaml. The
   expert copy is counted when tensor overrides (``--n-cpu-moe``, ``--cpu-moe``, ``-ot``) keep experts
   in host memory, as the logs show (gpt-oss-20b ``--cpu-moe``: 456.98 MiB = three 134 MiB expert
@@ -73,7 +73,7 @@ def compute_bytes(m, context: int, opts: MemoryOptions, output_on_gpu: bool, hos
     else:
         attn = ub * (s.heads * pad(context) * F32 + C_ATTN * s.q_width * F32)
     moe = ub * C_MOE * m.top_k * m.moe_intermediate * F32
-    if host_experts and ub >= OFFLOAD_MIN_BATCH:
+    if host_experts and opts.op_offload and ub >= OFFLOAD_MIN_BATCH:
         moe += m.n_experts * m.expert_bytes
     return max(out, attn, moe)
 

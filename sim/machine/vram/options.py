@@ -1,6 +1,6 @@
 """What a user sets about an engine's memory besides placement: KV cache types (llama.cpp ``-ctk`` /
 ``-ctv``), the micro-batch (``-ub``), flash attention (``-fa``), parallel sequences, the SWA cache size and
-CUDA unified memory (``GGML_CUDA_ENABLE_UNIFIED_MEMORY=1``).
+CUDA unified memory (``GGML_CUDA_ENABLE_UNIFIED_MEMORY=1``) and op offload (``--no-op-offload``).
 
 KV cache element sizes are ggml's block sizes (``ggml/src/ggml-common.h``: ``block_q8_0`` 34 B per 32,
 ``block_q4_0`` 18 B / 32, ``block_q4_1`` 20 B / 32, ``block_q5_0`` 22 B / 32, ``block_q5_1`` 24 B / 32,
@@ -22,7 +22,10 @@ class MemoryOptions:
     (``-np``, sliding-window cells per sequence) and ``swa_full`` (``--swa-full``: SWA layers keep the
     whole context) and ``unified_memory`` (``GGML_CUDA_ENABLE_UNIFIED_MEMORY=1``: ggml-cuda allocates its
     buffers with ``cudaMallocManaged``, so on Linux what exceeds VRAM pages to host memory instead of
-    failing: llama.cpp ``docs/build.md``, ggml-org/llama.cpp PR #12934)."""
+    failing: llama.cpp ``docs/build.md``, ggml-org/llama.cpp PR #12934) and ``op_offload`` (llama.cpp's
+    default since ggml-org/llama.cpp PR #6083: an op of a micro-batch of 32 or more tokens whose weights
+    live in host memory runs on the GPU, its weights copied into the compute buffer; ``--no-op-offload``,
+    PR #13386, keeps such ops on the CPU and the copy out of VRAM)."""
 
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
@@ -31,6 +34,7 @@ class MemoryOptions:
     n_seq: int = 1
     swa_full: bool = False
     unified_memory: bool = False
+    op_offload: bool = True
 
     def __post_init__(self):
         from sim.machine.specs import ConfigError

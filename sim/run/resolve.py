@@ -13,6 +13,7 @@ from sim.machine.memory_plan import plan_memory
 from sim.machine.vram import MemoryOptions
 from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
+from sim.protocol import policy_cost_model
 from sim.run import requests
 from sim.run.spec import RECORDED, SERVING_KEYS, RunSpec
 from sim.run.workload import check_trace, preset_spec
@@ -86,6 +87,14 @@ def resolve(spec: RunSpec) -> Resolved:
     parts = Resolved(hw, m, d, pol, g, workload, acc, trace, plan, float(cache_ratio), {})
     parts.identity = identity_of(spec, parts)
     return parts
+
+
+def run_cost_model(r: Resolved):
+    """The cost model of a resolved run, the one both executors use (:func:`sim.run.runner.run_one`
+    and :func:`real.offload.context.policy_context`): the policy's, with the plan's slots, so a
+    forward with every expert on the GPU and nothing on the CPU (no layer, no output layer: llama.cpp
+    ``-ngl N`` with N at most the layer count splits the graph) runs as one CUDA graph."""
+    return policy_cost_model(r.policy, r.hw, r.model, r.draft, r.gamma, r.plan.n_slots)
 
 
 def identity_of(spec: RunSpec, r: Resolved) -> dict:

@@ -15,7 +15,7 @@ from sim.protocol import build_context, table_context
 from sim.protocol.expert_cache import ExpertCache
 from sim.run import requests
 from sim.run.identity import identity_columns
-from sim.run.resolve import resolve, run_cost_model
+from sim.run.resolve import Resolved, resolve, run_cost_model
 from sim.run.spec import RunSpec
 from sim.run.workload import recorded_signals, routing_shape, run_profile, schedule, synthetic_trace
 from sim.speculation.schedule import speculative_schedule
@@ -32,7 +32,7 @@ class RunResult:
     plan: MemoryPlan | None = None
 
 
-def run_one(spec: RunSpec) -> RunResult:
+def run_one(spec: RunSpec, resolved: Resolved | None = None) -> RunResult:
     """Simulate one run (:class:`sim.run.spec.RunSpec`); returns its result row.
 
     ``runtime`` (a conf/runtime name or mapping; None: the policy preset's) supplies the
@@ -44,9 +44,11 @@ def run_one(spec: RunSpec) -> RunResult:
     middle of the generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's).
     ``prefill=true`` simulates the prompt first: ``ttft_s`` and the decode's starting cache come from
     it; ``batch=B`` decodes B requests together (:mod:`sim.run.requests`). The row carries the
-    run's identity (:func:`sim.run.resolve.identity_of`) and its ``run_id``."""
+    run's identity (:func:`sim.run.resolve.identity_of`) and its ``run_id``. ``resolved``: ``spec``
+    already resolved (:func:`sim.run.resolve.resolve`, its policy not yet reset), so no input is
+    read twice."""
     wall = time.perf_counter()
-    r = resolve(spec)
+    r = resolve(spec) if resolved is None else resolved
     run = spec.run
     trace, key = r.trace, None
     if trace is None:

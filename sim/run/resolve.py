@@ -15,7 +15,7 @@ from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
 from sim.protocol import policy_cost_model
 from sim.run import requests
-from sim.run.spec import RECORDED, SERVING_KEYS, RunSpec
+from sim.run.spec import RECORDED, RunSpec
 from sim.run.workload import check_trace, preset_spec
 from traces.errors import TraceError
 from traces.io import load_trace
@@ -121,10 +121,9 @@ def identity_of(spec: RunSpec, r: Resolved) -> dict:
              "acceptance_model": dict(spec.draft.acceptance_model or {}),
              "trace": trace.path if trace is not None and trace.path else ("memory" if trace is not None else "synthetic"),
              "trace_sha256": trace_digest(trace) if trace is not None else "", "code_version": code_version()}
-    ident.update(requests.identity_keys(spec.serving))
-    defaults = RunSpec().flat()
+    defaults, skipped = RunSpec().flat(), requests.identity_skipped(spec.serving)
     for key, value in flat.items():
-        if key not in ident and key not in RECORDED and key not in SERVING_KEYS and value != defaults[key]:
+        if key not in ident and key not in RECORDED and key not in skipped and value != defaults[key]:
             ident[key] = value
     return ident
 

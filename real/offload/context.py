@@ -12,7 +12,7 @@ import numpy as np
 
 from sim.machine import specs as config
 from sim.policies.base import PolicyContext
-from sim.protocol import build_context, policy_cost_model
+from sim.protocol import build_context
 from sim.run.spec import RunSpec
 
 PRECISIONS = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16"}
@@ -71,10 +71,13 @@ def policy_context(policy, spec: RunSpec, profile: np.ndarray | None = None,
                    future: np.ndarray | None = None) -> PolicyContext:
     """The :class:`PolicyContext` that ``run_one`` builds for the same run: the run's specification
     resolved as the simulator resolves it (:func:`sim.run.resolve.resolve`: runtime, gamma, draft,
-    memory plan), then one function for both executors (:func:`sim.protocol.build_context`) with the
-    live ``policy`` object; ``spec.run.table_tokens`` is the cost table's KV length."""
-    from sim.run.resolve import resolve
+    memory plan), its cost model (:func:`sim.run.resolve.run_cost_model`) and context
+    (:func:`sim.protocol.build_context`) built for the live ``policy`` object by the functions the
+    simulator uses; ``spec.run.table_tokens`` is the cost table's KV length."""
+    from dataclasses import replace
 
-    r = resolve(spec)
-    cost = policy_cost_model(policy, r.hw, r.model, r.draft, r.gamma)
+    from sim.run.resolve import resolve, run_cost_model
+
+    r = replace(resolve(spec), policy=policy)
+    cost = run_cost_model(r)
     return build_context(policy, cost, r.plan.n_slots, r.gamma, spec.run.table_tokens, spec.run.seed, profile, future)

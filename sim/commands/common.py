@@ -142,12 +142,13 @@ def policy_params(cfg: DictConfig, name: str) -> dict:
 
 def trace_defaults(args: dict, specs: dict, cfg: DictConfig) -> None:
     """A replayed trace brings its model, workload, and (with a speculative-decoding record) its gamma
-    and draft model, unless the command line names them."""
+    and draft model, unless the command line names them; ``args["trace"]`` becomes the loaded trace
+    (the run reads the file once)."""
     if not args.get("trace"):
         return
     from traces.io import load_trace
 
-    trace = load_trace(args["trace"])
+    trace = args["trace"] = load_trace(args["trace"])
     if not given("model"):
         specs["model"] = None
     if not given("workload"):

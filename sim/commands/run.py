@@ -25,10 +25,11 @@ def run_command(cfg: DictConfig) -> dict:
     specs = specs_of(cfg)
     args["workload"] = choice("workload") or "gsm8k"
     trace_defaults(args, specs, cfg)
-    resolved = resolve(RunSpec.of(policy=policy, policy_args=params, **args, **specs))   # every input checked before anything is written
+    spec = RunSpec.of(policy=policy, policy_args=params, **args, **specs)
+    resolved = resolve(spec)   # every input checked (and read once) before anything is written
     with writer_lock(out / RESULTS_FILE):
         prepare_folder(cfg, out, append)
-        res = run_one(RunSpec.of(policy=policy, policy_args=params, **args, **specs))
+        res = run_one(spec, resolved)
         row = res.row
         append_rows(out / RESULTS_FILE, [row])
     if row["gen_tokens"] < args["gen_tokens"]:

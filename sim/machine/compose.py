@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 
-from sim.machine.presets import ConfigError, build_spec, read_yaml
-from sim.paths import CONF_DIR, preset_names
+from sim.machine.presets import ConfigError, build_spec, preset_file, read_yaml
+from sim.paths import CONF_DIR
 from sim.machine.numa import numa_read, placement_of, read_ceiling_gbs
 
 
@@ -116,10 +116,7 @@ class RuntimeSpec:
 
 def load_yaml(group: str, name: str) -> dict:
     """``conf/<group>/<name>.yaml`` as a dict, with a same-group ``defaults`` list merged first."""
-    path = CONF_DIR / group / f"{name}.yaml"
-    if not path.exists():
-        raise ConfigError(f"unknown {group} {name!r}; valid: {', '.join(preset_names(group))}")
-    data = read_yaml(path)
+    data = read_yaml(preset_file(group, name))
     merged: dict = {}
     for entry in data.pop("defaults", []) or []:
         if isinstance(entry, str) and entry != "_self_":

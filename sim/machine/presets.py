@@ -87,6 +87,16 @@ def _read_yaml(path: str, mtime_ns: int) -> dict:
         raise ConfigError(f"{path}{where}: {what}") from None
 
 
+def preset_file(group: str, name: str):
+    """The path of preset ``conf/<group>/<name>.yaml``; an unknown name lists the valid ones."""
+    from sim.paths import CONF_DIR, preset_names
+
+    path = CONF_DIR / group / f"{name}.yaml"
+    if not path.exists():
+        raise ConfigError(f"unknown {group} {name!r}; valid: {', '.join(preset_names(group))}")
+    return path
+
+
 def read_yaml(path) -> dict:
     """A YAML file as a fresh dict (parsed once per file version: OmegaConf parsing is slow)."""
     return copy.deepcopy(_read_yaml(str(path), os.stat(path).st_mtime_ns))

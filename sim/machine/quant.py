@@ -37,6 +37,7 @@ def _mix(base: float, down_hi: float, down_share: float = 0.5) -> float:
 
 
 _Q4K, _Q5K, _Q6K, _Q3K = 144 * 8 / 256, 176 * 8 / 256, 210 * 8 / 256, 110 * 8 / 256
+K_MIXES = {"q4_k_m": (_Q4K, _Q6K), "q5_k_m": (_Q5K, _Q6K), "q3_k_m": (_Q3K, _Q4K)}   # (base, more-bits) bits of a _K_M file
 _GGML = "ggml-common.h block struct"
 _MIX = "llama.cpp llama_tensor_get_type (ffn_down in use_more_bits layers)"
 
@@ -47,10 +48,10 @@ FORMATS = {f.name: f for f in (
     QuantFormat("fp8", 8.0, "OCP 8-bit floating point (E4M3); per-tensor or 128x128-block scales add <0.01 bit"),
     QuantFormat("q8_0", 34 * 8 / 32, f"{_GGML}: block_q8_0 = fp16 scale + 32 int8 (34 B / 32)"),
     QuantFormat("q6_k", _Q6K, f"{_GGML}: block_q6_K 210 B / 256"),
-    QuantFormat("q5_k_m", _mix(_Q5K, _Q6K), f"{_GGML}: block_q5_K 176 B / 256; {_MIX} -> Q6_K"),
-    QuantFormat("q4_k_m", _mix(_Q4K, _Q6K), f"{_GGML}: block_q4_K 144 B / 256; {_MIX} -> Q6_K"),
+    QuantFormat("q5_k_m", _mix(*K_MIXES["q5_k_m"]), f"{_GGML}: block_q5_K 176 B / 256; {_MIX} -> Q6_K"),
+    QuantFormat("q4_k_m", _mix(*K_MIXES["q4_k_m"]), f"{_GGML}: block_q4_K 144 B / 256; {_MIX} -> Q6_K"),
     QuantFormat("q4_0", 18 * 8 / 32, f"{_GGML}: block_q4_0 = fp16 scale + 32 x 4 bit (18 B / 32)"),
-    QuantFormat("q3_k_m", _mix(_Q3K, _Q4K, 1.0), f"{_GGML}: block_q3_K 110 B / 256; {_MIX}: all ffn_down -> Q4_K"),
+    QuantFormat("q3_k_m", _mix(*K_MIXES["q3_k_m"], 1.0), f"{_GGML}: block_q3_K 110 B / 256; {_MIX}: all ffn_down -> Q4_K"),
     QuantFormat("q2_k", 84 * 8 / 256, f"{_GGML}: block_q2_K 84 B / 256 (block type; the file type raises some tensors)"),
     QuantFormat("iq4_xs", 136 * 8 / 256, f"{_GGML}: block_iq4_xs 136 B / 256"),
     QuantFormat("mxfp4", (32 * 4 + 8) / 32, "OCP Microscaling spec v1.0: 32 x FP4 E2M1 + one E8M0 scale"),

@@ -11,9 +11,9 @@ from typing import ClassVar
 
 from omegaconf import OmegaConf
 
-from sim.paths import CONF_DIR, preset_names
+from sim.paths import CONF_DIR  # noqa: F401  (re-exported)
 
-from sim.machine.presets import PRECISION_BYTES, ConfigError, build_spec, read_yaml  # noqa: F401  (re-exported)
+from sim.machine.presets import PRECISION_BYTES, ConfigError, build_spec, preset_file, read_yaml  # noqa: F401  (re-exported)
 from sim.machine.quant import bytes_per_weight
 
 LEGACY_DRAFT_OVERHEAD_FRAC = 0.5  # a flat machine without draft_overhead_us: half the target's (custom_cuda's ratio)
@@ -177,9 +177,7 @@ class DraftSpec:
 
 def load_preset(group: str, name: str) -> dict:
     """The YAML preset ``conf/<group>/<name>.yaml`` as a dict; unknown names list the valid ones."""
-    path = CONF_DIR / group / f"{name}.yaml"
-    if not path.exists():
-        raise ConfigError(f"unknown {group} {name!r}; valid: {', '.join(preset_names(group))}")
+    path = preset_file(group, name)
     if group == "hardware":
         from sim.machine.compose import composition
 

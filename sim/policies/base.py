@@ -238,6 +238,12 @@ class Policy(abc.ABC):
         before the memory plan: their attention and router weights stay in host DRAM."""
         return 0
 
+    def output_layer_on_cpu(self, n_layers: int) -> bool:
+        """Whether the output layer (lm_head) runs on the CPU (llama.cpp ``-ngl N`` with N at most
+        the layer count), known before :meth:`reset` so the run's cost model can be built first;
+        :meth:`reset` sets ``output_on_cpu`` to it."""
+        return self.output_on_cpu
+
     def slot_request(self, n_layers: int, n_experts: int) -> int | None:
         """Expert slots an engine knob of this policy asks for (llama.cpp ``--n-cpu-moe``,
         kTransformers' GPU experts), read by the runner before the memory plan; None: the run's

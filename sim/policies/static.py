@@ -60,11 +60,14 @@ class LlamaCppStatic(Policy):
     def cpu_layer_count(self, n_layers: int) -> int:
         return n_layers - min(self.gpu_layers, n_layers) if isinstance(self.gpu_layers, int) else 0
 
+    def output_layer_on_cpu(self, n_layers: int) -> bool:
+        return isinstance(self.gpu_layers, int) and self.gpu_layers <= n_layers
+
     def reset(self, ctx, cache) -> None:
         super().reset(ctx, cache)
         if isinstance(self.gpu_layers, int):
             self.cpu_layers = frozenset(range(ctx.n_layers - min(self.gpu_layers, ctx.n_layers)))
-            self.output_on_cpu = self.gpu_layers <= ctx.n_layers
+            self.output_on_cpu = self.output_layer_on_cpu(ctx.n_layers)
 
     def initial_residency(self) -> list[tuple[int, int]]:
         c = self.ctx

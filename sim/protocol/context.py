@@ -14,10 +14,10 @@ from sim.policies.base import Policy, PolicyContext
 
 def policy_cost_model(policy: Policy, hw, m, d, gamma: int, n_slots: int | None = None) -> CostModel:
     """The cost model of a run of ``policy`` (its CPU efficiency scale, tables up to gamma+1 tokens);
-    with ``n_slots`` given, a placement that holds every expert and runs no layer on the CPU is one
-    GPU-only forward (``graphs``: the runtime's CUDA-graph kernel cost)."""
+    with ``n_slots`` given, a placement that holds every expert and runs no layer, nor the output
+    layer, on the CPU is one GPU-only forward (``graphs``: the runtime's CUDA-graph kernel cost)."""
     graphs = (n_slots is not None and n_slots >= m.n_layers * m.n_experts
-              and policy.cpu_layer_count(m.n_layers) == 0 and not policy.output_on_cpu)
+              and policy.cpu_layer_count(m.n_layers) == 0 and not policy.output_layer_on_cpu(m.n_layers))
     return CostModel(hw, m, d, cpu_scale=policy.cpu_efficiency_scale, n_max=table_tokens(gamma), graphs=graphs)
 
 

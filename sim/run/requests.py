@@ -2,7 +2,7 @@
 (:mod:`sim.prefill`) and B concurrent requests (:mod:`sim.run.batching`), and their result columns.
 
 Defaults (``prefill=False``, ``batch=1``) leave a run exactly as before: the decode starts from each
-policy's startup residency, ``ttft_s`` is NaN, and the identity gains no key (:func:`identity_keys`).
+policy's startup residency, ``ttft_s`` is NaN, and the identity gains no key (:func:`identity_skipped`).
 """
 from __future__ import annotations
 
@@ -13,17 +13,14 @@ import numpy as np
 from sim.run.spec import ServingOptions
 
 
-DEFAULTS = dataclasses.asdict(ServingOptions())
+PREFILL_KNOBS = tuple(k for k in dataclasses.asdict(ServingOptions()) if k not in ("batch", "stagger"))
 
 
-def identity_keys(opts: ServingOptions) -> dict:
-    """The options that differ from :data:`DEFAULTS` (only they join a run's identity, so a default
-    run keeps its ``run_id``); the prefill's own knobs count only with ``prefill=true``."""
-    given = dataclasses.asdict(opts)
-    keys = [k for k in DEFAULTS if given[k] != DEFAULTS[k]]
-    if not opts.prefill:
-        keys = [k for k in keys if k in ("batch", "stagger")]
-    return {k: given[k] for k in keys}
+def identity_skipped(opts: ServingOptions) -> tuple[str, ...]:
+    """The options left out of a run's identity whatever their value: the prefill's own knobs
+    without ``prefill=true`` (:func:`sim.run.resolve.identity_of` adds the others where they differ
+    from their defaults, so a default run keeps its ``run_id``)."""
+    return () if opts.prefill else PREFILL_KNOBS
 
 
 def check(opts: ServingOptions, trace_given: bool, policy: str = "", adaptive_gamma: bool = False,

@@ -13,8 +13,9 @@ from sim.machine.memory_plan import plan_memory
 from sim.machine.vram import MemoryOptions
 from sim.policies import make_policy
 from sim.policies.registry import policy_runtime
+from sim.protocol import policy_cost_model
 from sim.run import requests
-from sim.run.spec import RECORDED, SERVING_KEYS, RunSpec
+from sim.run.spec import RECORDED, RunSpec
 from sim.run.workload import check_trace, preset_spec
 from traces.errors import TraceError
 from traces.io import load_trace
@@ -88,6 +89,14 @@ def resolve(spec: RunSpec) -> Resolved:
     return parts
 
 
+def run_cost_model(r: Resolved):
+    """The cost model of a resolved run, the one both executors use (:func:`sim.run.runner.run_one`
+    and :func:`real.offload.context.policy_context`): the policy's, with the plan's slots, so a
+    forward with every expert on the GPU and nothing on the CPU (no layer, no output layer: llama.cpp
+    ``-ngl N`` with N at most the layer count splits the graph) runs as one CUDA graph."""
+    return policy_cost_model(r.policy, r.hw, r.model, r.draft, r.gamma, r.plan.n_slots)
+
+
 def identity_of(spec: RunSpec, r: Resolved) -> dict:
     """The run's identity, derived from every field of ``spec``: the fields above as their resolved
     records (specs, policy parameters, trace digest), the core keys always, and any other field
@@ -112,10 +121,9 @@ def identity_of(spec: RunSpec, r: Resolved) -> dict:
              "acceptance_model": dict(spec.draft.acceptance_model or {}),
              "trace": trace.path if trace is not None and trace.path else ("memory" if trace is not None else "synthetic"),
              "trace_sha256": trace_digest(trace) if trace is not None else "", "code_version": code_version()}
-    ident.update(requests.identity_keys(spec.serving))
-    defaults = RunSpec().flat()
+    defaults, skipped = RunSpec().flat(), requests.identity_skipped(spec.serving)
     for key, value in flat.items():
-        if key not in ident and key not in RECORDED and key not in SERVING_KEYS and value != defaults[key]:
+        if key not in ident and key not in RECORDED and key not in skipped and value != defaults[key]:
             ident[key] = value
     return ident
 

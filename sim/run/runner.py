@@ -6,16 +6,16 @@ numpy arrays). The commands (:mod:`sim.commands`) and the tests call :func:`run_
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sim.engine.decode import Engine
 from sim.machine.memory_plan import MemoryPlan
 from sim.prefill.handoff import land_prefill_copies
-from sim.protocol import build_context, policy_cost_model, table_context
+from sim.protocol import build_context, table_context
 from sim.protocol.expert_cache import ExpertCache
 from sim.run import requests
 from sim.run.identity import identity_columns
-from sim.run.resolve import resolve
+from sim.run.resolve import Resolved, resolve, run_cost_model
 from sim.run.spec import RunSpec
 from sim.run.workload import recorded_signals, routing_shape, run_profile, schedule, synthetic_trace
 from sim.speculation.schedule import speculative_schedule
@@ -32,7 +32,7 @@ class RunResult:
     plan: MemoryPlan | None = None
 
 
-def run_one(spec: RunSpec) -> RunResult:
+def run_one(spec: RunSpec, resolved: Resolved | None = None) -> RunResult:
     """Simulate one run (:class:`sim.run.spec.RunSpec`); returns its result row.
 
     ``runtime`` (a conf/runtime name or mapping; None: the policy preset's) supplies the
@@ -44,23 +44,23 @@ def run_one(spec: RunSpec) -> RunResult:
     middle of the generation, ``prompt_tokens + gen_tokens // 2``; a replay passes the real run's).
     ``prefill=true`` simulates the prompt first: ``ttft_s`` and the decode's starting cache come from
     it; ``batch=B`` decodes B requests together (:mod:`sim.run.requests`). The row carries the
-    run's identity (:func:`sim.run.resolve.identity_of`) and its ``run_id``."""
+    run's identity (:func:`sim.run.resolve.identity_of`) and its ``run_id``. ``resolved``: ``spec``
+    already resolved (:func:`sim.run.resolve.resolve`, its policy not yet reset), so no input is
+    read twice."""
     wall = time.perf_counter()
-    r = resolve(spec)
+    r = resolve(spec) if resolved is None else resolved
     run = spec.run
     trace, key = r.trace, None
     if trace is None:
         key = (r.model.name, r.workload, run.gen_tokens + r.gamma + 1, run.seed, routing_shape(r.model))
         trace = synthetic_trace(*key)
     sched, batched, mean_acc = _schedule(spec, r, trace, key)
-    cost = requests.widen(policy_cost_model(r.policy, r.hw, r.model, r.draft, r.gamma, r.plan.n_slots), sched)
+    cost = requests.widen(run_cost_model(r), sched)
     tctx = table_context(spec.workload.prompt_tokens, run.gen_tokens) if run.table_tokens is None else run.table_tokens
     ctx = build_context(r.policy, cost, r.plan.n_slots, r.gamma, tctx, run.seed,
                         run_profile(r.policy, r.model, run.seed, trace), sched.counts)
     cache = ExpertCache(r.model.n_layers, r.model.n_experts, r.plan.n_slots)
     r.policy.reset(ctx, cache)
-    if cost.graphs and r.policy.output_on_cpu:     # -ngl N = layer count: the output layer splits the graph
-        cost = replace(cost, graphs=False)
     pre = requests.run_prefill(spec, r, cost) if spec.serving.prefill else None
     engine = Engine(cost, r.policy, cache, sched, ctx, EngineOptions(context0=spec.workload.prompt_tokens * spec.serving.batch,
                     seed=run.seed, timeline=run.timeline,

@@ -154,7 +154,6 @@ RECORDED = {   # flat keys whose resolved value enters a run's identity under an
     "hardware": "hardware_spec", "runtime": "hardware_spec", "model": "model_spec", "quant": "model_spec",
     "quant_dense": "model_spec", "draft": "draft_spec", "policy_args": "policy_params", "overlap": "policy_params",
     "trace": "trace", "gen_tokens": "gen_tokens_asked", "timeline": None}
-SERVING_KEYS = tuple(f.name for f in fields(ServingOptions))
 IDENTITY_CORE = ("experiment", "policy", "policy_params", "workload", "acceptance", "model_spec", "draft_spec",
                  "hardware_spec", "cache_ratio", "gamma", "gen_tokens_asked", "prompt_tokens", "context", "seed",
                  "slots_per_layer", "vram_budget_gib", "equal_vram", "acceptance_model", "trace", "trace_sha256",

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.machine.quant import bytes_per_weight
+from sim.machine.quant import K_MIXES as _BITS, bytes_per_weight   # (base, more-bits) bits of K mixes
 
-_BITS = {"q4_k_m": (4.5, 6.5625), "q5_k_m": (5.5, 6.5625), "q3_k_m": (3.4375, 4.5)}   # (base, more-bits) of K mixes
 _KEEP_OUTPUT = ("q8_0", "f16", "bf16", "f32")
 _GGUF = ("f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k", "iq4_xs", "mxfp4")
 
@@ -55,7 +54,7 @@ def layout(model, v_share: float) -> GgufLayout:
     if fmt in _BITS:
         base = _BITS[fmt][0] / 8
         ffn = _mixed(fmt, 1 / 3)                      # ffn_down is one of three matrices
-        return GgufLayout(_mixed(fmt, v_share), ffn, ffn, 210 / 256, base)
+        return GgufLayout(_mixed(fmt, v_share), ffn, ffn, bytes_per_weight("q6_k"), base)
     b = bytes_per_weight(fmt)
-    out = b if fmt in _KEEP_OUTPUT or fmt not in _GGUF else 210 / 256
+    out = b if fmt in _KEEP_OUTPUT or fmt not in _GGUF else bytes_per_weight("q6_k")
     return GgufLayout(b, b, b, out, b)

@@ -206,7 +206,7 @@ class MoESpAc(Policy):
         in-flight flags stay valid throughout."""
         tree, queue = self.tree, self.queue
         rows, pop, min_pop = tree.rows, queue.pop, self.min_pop
-        inflight, n_slots, n_used = cache.inflight, cache.n_slots, cache.n_used
+        inflight, free = cache.inflight, cache.n_free   # this run's landings take free slots first
         picks = []
         while len(picks) <= n_land:
             popped = pop(min_pop)
@@ -221,9 +221,9 @@ class MoESpAc(Policy):
                 continue
             if inflight.item(l, e):
                 continue
-            if n_used < n_slots:
+            if free > 0:
                 v = None
-                n_used += 1
+                free -= 1
             else:
                 v = self._find_victim(cache)
                 if v is None:

@@ -13,12 +13,13 @@ import numpy as np
 from sim.run.spec import ServingOptions
 
 
-PREFILL_KNOBS = tuple(k for k in dataclasses.asdict(ServingOptions()) if k not in ("batch", "stagger"))
+PREFILL_KNOBS = tuple(k for k in dataclasses.asdict(ServingOptions()) if k not in ("batch", "stagger", "ubatch"))
 
 
 def identity_skipped(opts: ServingOptions) -> tuple[str, ...]:
     """The options left out of a run's identity whatever their value: the prefill's own knobs
-    without ``prefill=true`` (:func:`sim.run.resolve.identity_of` adds the others where they differ
+    without ``prefill=true`` (not ``ubatch``: it sizes llama.cpp's compute buffer, so the memory plan,
+    with or without a prefill) (:func:`sim.run.resolve.identity_of` adds the others where they differ
     from their defaults, so a default run keeps its ``run_id``)."""
     return () if opts.prefill else PREFILL_KNOBS
 

@@ -125,7 +125,7 @@ ALT = {   # a valid non-default value of every run-specification field (and the 
     "flash_attn": False, "swa_full": True, "unified_memory": True, "op_offload": False, "prefill": True, "ubatch": 256, "prefill_rule": "cpu",
     "prefill_threshold": 512, "batch": 2, "stagger": 1, "gen_tokens": 24, "seed": 1, "experiment": "x",
     "table_tokens": 300}
-NEEDS = {"equal_vram": dict(policy="llamacpp"), "ubatch": dict(prefill=True), "prefill_rule": dict(prefill=True),
+NEEDS = {"equal_vram": dict(policy="llamacpp"), "prefill_rule": dict(prefill=True),
          "prefill_threshold": dict(prefill=True), "stagger": dict(batch=2)}
 SAME = {"timeline": True}            # changes what is written, not a number
 ELSEWHERE = {"trace"}                # a replayed trace: its path and digest (test_trace_replay)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.machine.cost_table import CostTable
+from sim.policies.split_classes import split_classes
 
 DEFAULT_CAP = 4096  # largest number of class-count vectors searched exhaustively
 
@@ -59,17 +60,6 @@ def _split_time_listed(ids, ns, on_gpu, present, times: ExpertTimes, tau: float,
     res = sum(g[i] for i, o in enumerate(on_gpu) if o and present[i])
     fetched = sorted((i for i, o in enumerate(on_gpu) if o and not present[i]), key=lambda i: (-ns[i], ids[i]))
     return max(cpu, gpu_lane(res, [g[i] for i in fetched], tau, wait))
-
-
-def _classes(counts, present):
-    """Group requested experts by (present, tokens): present classes first, then non-present by
-    tokens descending (the fetch order). Returns (keys, members)."""
-    req = (counts > 0).nonzero()[0]
-    groups: dict[tuple[bool, int], list[int]] = {}
-    for e, p, n in zip(req.tolist(), present[req].tolist(), counts[req].tolist()):
-        groups.setdefault((p, int(n)), []).append(e)
-    keys = sorted(groups, key=lambda k: (not k[0], -k[1]))
-    return keys, [groups[k] for k in keys]
 
 
 def _class_costs(keys, costs: CostTable, times: ExpertTimes | None = None):
@@ -130,7 +120,8 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
                memo: dict | None = None, times: ExpertTimes | None = None) -> np.ndarray:
     """The GPU/CPU assignment of one layer minimising :func:`split_time`; ``[E]`` bool, True = GPU.
 
-    Experts with equal (present, tokens) are interchangeable, so the search runs over how many of
+    Experts with equal (present, tokens), or neighbouring token counts of equal cost
+    (:func:`sim.policies.split_classes.split_classes`), are interchangeable, so the search runs over how many of
     each class go to the GPU: exhaustive (hence exact, equal to trying all 2^k assignments) when
     there are at most ``cap`` such vectors, which always holds in AR decoding (two classes);
     beyond that, a steepest-descent local search from "present on GPU, the rest on CPU" and from
@@ -143,22 +134,46 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
     ``link_wait_s``, so a repeated layer shape reuses the class-count vector found before.
     ``times``: the same costs as an :class:`ExpertTimes` (faster for a caller that keeps one).
     """
+    return _solve(counts, present, costs, (max_fetch, link_wait_s), cap, memo, times)[0]
+
+
+def best_split_phase(counts: np.ndarray, present: np.ndarray, costs: CostTable, max_fetch: int | None = None,
+                     link_wait_s: float = 0.0, memo: dict | None = None, times: ExpertTimes | None = None):
+    """:func:`best_split` and the :func:`split_time` of its answer (``present`` taken as landed),
+    from the same classes: ``(on_gpu, seconds)``. The time is summed per class rather than per
+    expert (equal up to float rounding)."""
+    on_gpu, best, sig, members = _solve(counts, present, costs, (max_fetch, link_wait_s), DEFAULT_CAP, memo, times)
+    cpu = res = 0.0
+    fetched: list[float] = []
+    for x, (p, g, c), group in zip(best, sig, members):
+        cpu += (len(group) - x) * c
+        if p:
+            res += x * g
+        elif x:
+            fetched += [g] * x
+    return on_gpu, max(cpu, gpu_lane(res, fetched, costs.transfer_s, link_wait_s))
+
+
+def _solve(counts, present, costs: CostTable, budget: tuple, cap: int, memo, times):
+    """:func:`best_split`'s search; ``budget`` ``(max_fetch, link_wait_s)``. Returns (on_gpu, class
+    vector, class signatures, class members)."""
+    max_fetch, link_wait_s = budget
     counts = np.asarray(counts)
     present = np.asarray(present, dtype=bool)
     on_gpu = np.zeros(len(counts), dtype=bool)
-    keys, members = _classes(counts, present)
+    keys, members, sig = split_classes(counts, present, costs, times)
     if not keys:
-        return on_gpu
+        return on_gpu, [], sig, members
     limit = np.inf if max_fetch is None else max_fetch
     lens = tuple(len(m) for m in members)
     key = None
     if memo is not None:
         absent = sum(n for k, n in zip(keys, lens) if not k[0])
-        key = (tuple(keys), lens, min(limit, absent), float(link_wait_s), cap)
+        key = (tuple(sig), lens, min(limit, absent), float(link_wait_s), cap)
         best = memo.get(key)
         if best is not None:
             _mark(on_gpu, best, members)
-            return on_gpu
+            return on_gpu, best, sig, members
     sizes = np.array(lens)
     if np.prod(sizes + 1, dtype=float) <= cap:
         X = np.indices(tuple(sizes + 1)).reshape(len(sizes), -1).T
@@ -169,7 +184,7 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
     if key is not None:
         memo[key] = best
     _mark(on_gpu, best, members)
-    return on_gpu
+    return on_gpu, best, sig, members
 
 
 def _mark(on_gpu: np.ndarray, best: list[int], members: list[list[int]]) -> None:

@@ -44,17 +44,30 @@ ABLATIONS = {"no_placement": {"placement": False}, "no_cpu_compute": {"cpu_compu
              "no_adaptive_gamma": {"adaptive_gamma": False}, "no_switch": {"switch": False}}
 
 
-def cache_ratio(hw, model: str) -> float | None:
-    """80% of the largest cache ratio the memory plan fits with the draft (at most 0.3); None if none fits."""
+def cache_ratio(hw, model: str) -> tuple[float | None, set]:
+    """80% of the largest cache ratio the memory plan fits with the draft on every runtime of the
+    cell that fits it at all (at most 0.3), and those runtimes; (None, set()) if ``custom_cuda``
+    does not fit (own-runtime runs on a runtime that does not fit are left out)."""
     from sim.machine.presets import ConfigError
+    from sim.policies.registry import policy_runtime
     from sim.run.resolve import resolve
     from sim.run.spec import RunSpec
-    try:
-        plan = resolve(RunSpec.of(policy=OURS, hardware=hw, model=model, draft=DRAFT, cache_ratio=0.0)).plan
-    except (ConfigError, ValueError):
-        return None
-    r = min(0.3, 0.8 * plan.max_ratio)
-    return r if plan.max_slots > 0 and r * plan.n_experts_total >= 1 else None
+    runtimes = sorted({SAME} | {policy_runtime(p) for p in policy_names() if p not in EXCLUDED})
+    ratios, fits, n_total = [], set(), 0
+    for rt in runtimes:
+        try:
+            plan = resolve(RunSpec.of(policy=OURS, hardware=hw, model=model, draft=DRAFT, cache_ratio=0.0,
+                                      runtime=rt)).plan
+        except (ConfigError, ValueError):
+            continue
+        if plan.max_slots > 0:
+            ratios.append(plan.max_ratio)
+            fits.add(rt)
+            n_total = plan.n_experts_total
+    if SAME not in fits:
+        return None, set()
+    r = min(0.3, 0.8 * min(ratios))
+    return (r, fits) if r * n_total >= 1 else (None, set())
 
 
 def base_cells() -> list[dict]:
@@ -62,9 +75,9 @@ def base_cells() -> list[dict]:
     out = []
     for key, hw in MACHINES.items():
         for m in MODELS:
-            r = cache_ratio(hw, m)
+            r, fits = cache_ratio(hw, m)
             if r is not None:
-                out.append(dict(hardware=hw, model=m, draft=DRAFT, cache_ratio=round(r, 4)))
+                out.append(dict(hardware=hw, model=m, draft=DRAFT, cache_ratio=round(r, 4), runtimes=fits))
     return out
 
 
@@ -76,10 +89,12 @@ def runs(gen: int, ablate: bool) -> list[dict]:
     own = [p for p in names if policy_runtime(p) != SAME]
     out = []
     for cell in base_cells():
+        fits = cell.pop("runtimes")
+        own_here = [p for p in own if policy_runtime(p) in fits]
         for w in WORKLOADS:
             common = dict(cell, workload=w, gamma=8, gen_tokens=gen, seed=0, prompt_tokens=256, context=4096)
             out += [dict(common, policy=p, runtime=SAME, experiment="cells:same") for p in names]
-            out += [dict(common, policy=p, runtime=None, experiment="cells:own") for p in own]
+            out += [dict(common, policy=p, runtime=None, experiment="cells:own") for p in own_here]
             if ablate:
                 out += [dict(common, policy=OURS, runtime=SAME, policy_args=a, experiment=f"cells:abl:{k}")
                         for k, a in ABLATIONS.items()]

@@ -1,6 +1,6 @@
 """Every (machine, model, workload) cell: ``spac_auto`` against every other registered policy.
 
-    PYTHONPATH=. python scripts/policy_cells.py OUT_DIR [--gen 48] [--jobs 2] [--ablate] [--bound]
+    PYTHONPATH=. python scripts/policy_cells.py OUT_DIR [--gen 48] [--jobs 2] [--ablate] [--skip-own] [--bound]
         [--bound-gen 16] [--bound-workloads alpaca]
 
 Six machines x five models x three workloads. Each cell runs every registered policy (the heuristic
@@ -81,12 +81,13 @@ def base_cells() -> list[dict]:
     return out
 
 
-def runs(gen: int, ablate: bool) -> list[dict]:
+def runs(gen: int, ablate: bool, own: bool = True) -> list[dict]:
     """Every run of the grid: all policies on ``custom_cuda`` (experiment ``cells:same``), those whose
-    system has another runtime again on it (``cells:own``), and the ablations (``cells:abl:NAME``)."""
+    system has another runtime again on it (``cells:own``, unless ``own`` is false), and the ablations
+    (``cells:abl:NAME``)."""
     from sim.policies.registry import policy_runtime
     names = [p for p in policy_names() if p not in EXCLUDED - {OURS}]
-    own = [p for p in names if policy_runtime(p) != SAME]
+    own = [p for p in names if policy_runtime(p) != SAME] if own else []
     out = []
     for cell in base_cells():
         fits = cell.pop("runtimes")
@@ -215,19 +216,20 @@ def main() -> None:
     ap.add_argument("--bound-workloads", default="alpaca", help="comma-separated workloads to bound")
     ap.add_argument("--tables-only", action="store_true", help="only the tables and figure from OUT_DIR's "
                     "rows (run ids carry the code version: after a commit a resumed grid would rerun)")
+    ap.add_argument("--skip-own", action="store_true", help="leave out the own-runtime runs (cells:own)")
     ap.add_argument("--others", type=Path, help="run only spac_auto; the other policies' rows come from "
                     "this earlier OUT_DIR (their code unchanged)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     from sim.run.results import read_table
-    todo = runs(a.gen, a.ablate)
+    todo = runs(a.gen, a.ablate, own=not a.skip_own)
     if a.others is not None:
         todo = [r for r in todo if r["policy"] == OURS]
     df = read_table(a.out / "results.parquet") if a.tables_only else execute(todo, a.out, n_jobs=a.jobs)
     if a.others is not None:
         prev = read_table(a.others / "results.parquet")
         df = pd.concat([df, prev[prev.policy != OURS]], ignore_index=True)
-    tables = {mode: table(mode_rows(df, mode)) for mode in ("same", "own")}
+    tables = {mode: table(mode_rows(df, mode)) for mode in (("same",) if a.skip_own else ("same", "own"))}
     if a.bound:
         tables["same"] = add_bounds(tables["same"], a.bound_gen, a.bound_workloads.split(","))
     text = ""

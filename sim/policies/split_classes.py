@@ -21,25 +21,30 @@ def split_classes(counts: np.ndarray, present: np.ndarray, costs, times=None):
     then by id. Returns ``(keys, members, signature)``: ``keys`` (present, tokens of the class's
     first member), ``signature`` (present, gpu seconds, cpu seconds) per class, what the search's
     answer depends on. ``times``: an :class:`sim.policies.split.ExpertTimes` of ``costs``."""
-    req = (counts > 0).nonzero()[0]
+    req = counts.nonzero()[0]
     groups: dict[tuple[bool, int], list[int]] = {}
+    get = groups.get
     for e, p, n in zip(req.tolist(), present[req].tolist(), counts[req].tolist()):
-        groups.setdefault((p, int(n)), []).append(e)
+        group = get((p, n))
+        if group is None:
+            groups[(p, n)] = [e]
+        else:
+            group.append(e)
     order = sorted(groups, key=lambda k: (not k[0], -k[1]))
     ns = [k[1] for k in order]
     if times is not None:
         g, c = times.gpu(ns), times.cpu(ns)
     else:
         arr = np.array(ns, dtype=np.int64)
-        g = np.asarray(costs.gpu(arr), dtype=float).tolist()
-        c = np.asarray(costs.cpu(arr), dtype=float).tolist()
+        g = np.asarray(costs.gpu(arr), dtype=float).tolist() if ns else []
+        c = np.asarray(costs.cpu(arr), dtype=float).tolist() if ns else []
     keys: list = []
     members: list = []
     sig: list = []
     for k, gk, ck in zip(order, g, c):
         s = (k[0], gk, ck)
         if sig and sig[-1] == s:
-            members[-1] = members[-1] + groups[k]
+            members[-1] += groups[k]          # the run's first list, owned here
         else:
             keys.append(k)
             members.append(groups[k])

@@ -1,6 +1,6 @@
 """Every (machine, model, workload) cell: ``spac_auto`` against every other registered policy.
 
-    PYTHONPATH=. python scripts/policy_cells.py OUT_DIR [--gen 48] [--jobs 2] [--ablate] [--bound]
+    PYTHONPATH=. python scripts/policy_cells.py OUT_DIR [--gen 48] [--jobs 2] [--ablate] [--skip-own] [--bound]
         [--bound-gen 16] [--bound-workloads alpaca]
 
 Six machines x five models x three workloads. Each cell runs every registered policy (the heuristic
@@ -44,17 +44,30 @@ ABLATIONS = {"no_placement": {"placement": False}, "no_cpu_compute": {"cpu_compu
              "no_adaptive_gamma": {"adaptive_gamma": False}, "no_switch": {"switch": False}}
 
 
-def cache_ratio(hw, model: str) -> float | None:
-    """80% of the largest cache ratio the memory plan fits with the draft (at most 0.3); None if none fits."""
+def cache_ratio(hw, model: str) -> tuple[float | None, set]:
+    """80% of the largest cache ratio the memory plan fits with the draft on every runtime of the
+    cell that fits it at all (at most 0.3), and those runtimes; (None, set()) if ``custom_cuda``
+    does not fit (own-runtime runs on a runtime that does not fit are left out)."""
     from sim.machine.presets import ConfigError
+    from sim.policies.registry import policy_runtime
     from sim.run.resolve import resolve
     from sim.run.spec import RunSpec
-    try:
-        plan = resolve(RunSpec.of(policy=OURS, hardware=hw, model=model, draft=DRAFT, cache_ratio=0.0)).plan
-    except (ConfigError, ValueError):
-        return None
-    r = min(0.3, 0.8 * plan.max_ratio)
-    return r if plan.max_slots > 0 and r * plan.n_experts_total >= 1 else None
+    runtimes = sorted({SAME} | {policy_runtime(p) for p in policy_names() if p not in EXCLUDED})
+    ratios, fits, n_total = [], set(), 0
+    for rt in runtimes:
+        try:
+            plan = resolve(RunSpec.of(policy=OURS, hardware=hw, model=model, draft=DRAFT, cache_ratio=0.0,
+                                      runtime=rt)).plan
+        except (ConfigError, ValueError):
+            continue
+        if plan.max_slots > 0:
+            ratios.append(plan.max_ratio)
+            fits.add(rt)
+            n_total = plan.n_experts_total
+    if SAME not in fits:
+        return None, set()
+    r = min(0.3, 0.8 * min(ratios))
+    return (r, fits) if r * n_total >= 1 else (None, set())
 
 
 def base_cells() -> list[dict]:
@@ -62,24 +75,27 @@ def base_cells() -> list[dict]:
     out = []
     for key, hw in MACHINES.items():
         for m in MODELS:
-            r = cache_ratio(hw, m)
+            r, fits = cache_ratio(hw, m)
             if r is not None:
-                out.append(dict(hardware=hw, model=m, draft=DRAFT, cache_ratio=round(r, 4)))
+                out.append(dict(hardware=hw, model=m, draft=DRAFT, cache_ratio=round(r, 4), runtimes=fits))
     return out
 
 
-def runs(gen: int, ablate: bool) -> list[dict]:
+def runs(gen: int, ablate: bool, own: bool = True) -> list[dict]:
     """Every run of the grid: all policies on ``custom_cuda`` (experiment ``cells:same``), those whose
-    system has another runtime again on it (``cells:own``), and the ablations (``cells:abl:NAME``)."""
+    system has another runtime again on it (``cells:own``, unless ``own`` is false), and the ablations
+    (``cells:abl:NAME``)."""
     from sim.policies.registry import policy_runtime
     names = [p for p in policy_names() if p not in EXCLUDED - {OURS}]
-    own = [p for p in names if policy_runtime(p) != SAME]
+    own = [p for p in names if policy_runtime(p) != SAME] if own else []
     out = []
     for cell in base_cells():
+        fits = cell.pop("runtimes")
+        own_here = [p for p in own if policy_runtime(p) in fits]
         for w in WORKLOADS:
             common = dict(cell, workload=w, gamma=8, gen_tokens=gen, seed=0, prompt_tokens=256, context=4096)
             out += [dict(common, policy=p, runtime=SAME, experiment="cells:same") for p in names]
-            out += [dict(common, policy=p, runtime=None, experiment="cells:own") for p in own]
+            out += [dict(common, policy=p, runtime=None, experiment="cells:own") for p in own_here]
             if ablate:
                 out += [dict(common, policy=OURS, runtime=SAME, policy_args=a, experiment=f"cells:abl:{k}")
                         for k, a in ABLATIONS.items()]
@@ -200,19 +216,20 @@ def main() -> None:
     ap.add_argument("--bound-workloads", default="alpaca", help="comma-separated workloads to bound")
     ap.add_argument("--tables-only", action="store_true", help="only the tables and figure from OUT_DIR's "
                     "rows (run ids carry the code version: after a commit a resumed grid would rerun)")
+    ap.add_argument("--skip-own", action="store_true", help="leave out the own-runtime runs (cells:own)")
     ap.add_argument("--others", type=Path, help="run only spac_auto; the other policies' rows come from "
                     "this earlier OUT_DIR (their code unchanged)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     from sim.run.results import read_table
-    todo = runs(a.gen, a.ablate)
+    todo = runs(a.gen, a.ablate, own=not a.skip_own)
     if a.others is not None:
         todo = [r for r in todo if r["policy"] == OURS]
     df = read_table(a.out / "results.parquet") if a.tables_only else execute(todo, a.out, n_jobs=a.jobs)
     if a.others is not None:
         prev = read_table(a.others / "results.parquet")
         df = pd.concat([df, prev[prev.policy != OURS]], ignore_index=True)
-    tables = {mode: table(mode_rows(df, mode)) for mode in ("same", "own")}
+    tables = {mode: table(mode_rows(df, mode)) for mode in (("same",) if a.skip_own else ("same", "own"))}
     if a.bound:
         tables["same"] = add_bounds(tables["same"], a.bound_gen, a.bound_workloads.split(","))
     text = ""

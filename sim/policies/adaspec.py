@@ -50,7 +50,7 @@ from sim.policies.base import Placement, Signals
 from sim.policies.common import OffloadPolicy, gpu_where, present_row
 from sim.policies.prefetch_queue import PrefetchQueue
 from sim.policies.priority_rows import RowExtremes
-from sim.policies.split import ExpertTimes, best_split, split_time
+from sim.policies.split import ExpertTimes, best_split, best_split_phase, split_time
 from sim.policies.static_sets import most_popular
 
 
@@ -180,10 +180,14 @@ class AdaSpec(OffloadPolicy):
         landed = cache.resident[layer]
         others = np.count_nonzero(cache.resident) - np.count_nonzero(cache.resident[layer])
         wait = self.ctx.costs.transfer_s if cache.inflight.any() else 0.0   # a copy on the link, as the oracle
-        on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=cache.n_free + int(others),
-                            link_wait_s=wait, memo=self.memo, times=self.times)
+        if cache.inflight[layer].any():          # the estimate counts experts in flight as absent
+            on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=cache.n_free + int(others),
+                                link_wait_s=wait, memo=self.memo, times=self.times)
+            phase = split_time(counts, on_gpu, landed, self.ctx.costs, wait, times=self.times)
+        else:
+            on_gpu, phase = best_split_phase(counts, present, self.ctx.costs, cache.n_free + int(others),
+                                             wait, self.memo, self.times)
         cpu = bool(((counts > 0) & ~on_gpu).any())
-        phase = split_time(counts, on_gpu, landed, self.ctx.costs, wait, times=self.times)
         self.step_s += self.ctx.costs.layer_fixed_s + phase + (self.sync_s if cpu else 0.0)
         if self.next_layer and layer + 1 < self.ctx.n_layers:
             self._queue_top(layer + 1, cache, 0)

@@ -18,6 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from sim.machine.cost_table import CostTable
+from sim.policies.split_classes import split_classes
+from sim.policies.split_times import ExpertTimes, two_ended
+
+__all__ = ["DEFAULT_CAP", "ExpertTimes", "best_split", "best_split_phase", "fetch_order", "gpu_lane",
+           "split_time", "two_ended"]
 
 DEFAULT_CAP = 4096  # largest number of class-count vectors searched exhaustively
 
@@ -59,17 +64,6 @@ def _split_time_listed(ids, ns, on_gpu, present, times: ExpertTimes, tau: float,
     res = sum(g[i] for i, o in enumerate(on_gpu) if o and present[i])
     fetched = sorted((i for i, o in enumerate(on_gpu) if o and not present[i]), key=lambda i: (-ns[i], ids[i]))
     return max(cpu, gpu_lane(res, [g[i] for i in fetched], tau, wait))
-
-
-def _classes(counts, present):
-    """Group requested experts by (present, tokens): present classes first, then non-present by
-    tokens descending (the fetch order). Returns (keys, members)."""
-    req = (counts > 0).nonzero()[0]
-    groups: dict[tuple[bool, int], list[int]] = {}
-    for e, p, n in zip(req.tolist(), present[req].tolist(), counts[req].tolist()):
-        groups.setdefault((p, int(n)), []).append(e)
-    keys = sorted(groups, key=lambda k: (not k[0], -k[1]))
-    return keys, [groups[k] for k in keys]
 
 
 def _class_costs(keys, costs: CostTable, times: ExpertTimes | None = None):
@@ -130,7 +124,8 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
                memo: dict | None = None, times: ExpertTimes | None = None) -> np.ndarray:
     """The GPU/CPU assignment of one layer minimising :func:`split_time`; ``[E]`` bool, True = GPU.
 
-    Experts with equal (present, tokens) are interchangeable, so the search runs over how many of
+    Experts with equal (present, tokens), or neighbouring token counts of equal cost
+    (:func:`sim.policies.split_classes.split_classes`), are interchangeable, so the search runs over how many of
     each class go to the GPU: exhaustive (hence exact, equal to trying all 2^k assignments) when
     there are at most ``cap`` such vectors, which always holds in AR decoding (two classes);
     beyond that, a steepest-descent local search from "present on GPU, the rest on CPU" and from
@@ -143,22 +138,46 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
     ``link_wait_s``, so a repeated layer shape reuses the class-count vector found before.
     ``times``: the same costs as an :class:`ExpertTimes` (faster for a caller that keeps one).
     """
+    return _solve(counts, present, costs, (max_fetch, link_wait_s), cap, memo, times)[0]
+
+
+def best_split_phase(counts: np.ndarray, present: np.ndarray, costs: CostTable, max_fetch: int | None = None,
+                     link_wait_s: float = 0.0, memo: dict | None = None, times: ExpertTimes | None = None):
+    """:func:`best_split` and the :func:`split_time` of its answer (``present`` taken as landed),
+    from the same classes: ``(on_gpu, seconds)``. The time is summed per class rather than per
+    expert (equal up to float rounding)."""
+    on_gpu, best, sig, members = _solve(counts, present, costs, (max_fetch, link_wait_s), DEFAULT_CAP, memo, times)
+    cpu = res = 0.0
+    fetched: list[float] = []
+    for x, (p, g, c), group in zip(best, sig, members):
+        cpu += (len(group) - x) * c
+        if p:
+            res += x * g
+        elif x:
+            fetched += [g] * x
+    return on_gpu, max(cpu, gpu_lane(res, fetched, costs.transfer_s, link_wait_s))
+
+
+def _solve(counts, present, costs: CostTable, budget: tuple, cap: int, memo, times):
+    """:func:`best_split`'s search; ``budget`` ``(max_fetch, link_wait_s)``. Returns (on_gpu, class
+    vector, class signatures, class members)."""
+    max_fetch, link_wait_s = budget
     counts = np.asarray(counts)
     present = np.asarray(present, dtype=bool)
     on_gpu = np.zeros(len(counts), dtype=bool)
-    keys, members = _classes(counts, present)
+    keys, members, sig = split_classes(counts, present, costs, times)
     if not keys:
-        return on_gpu
+        return on_gpu, [], sig, members
     limit = np.inf if max_fetch is None else max_fetch
     lens = tuple(len(m) for m in members)
     key = None
     if memo is not None:
         absent = sum(n for k, n in zip(keys, lens) if not k[0])
-        key = (tuple(keys), lens, min(limit, absent), float(link_wait_s), cap)
+        key = (tuple(sig), lens, min(limit, absent), float(link_wait_s), cap)
         best = memo.get(key)
         if best is not None:
             _mark(on_gpu, best, members)
-            return on_gpu
+            return on_gpu, best, sig, members
     sizes = np.array(lens)
     if np.prod(sizes + 1, dtype=float) <= cap:
         X = np.indices(tuple(sizes + 1)).reshape(len(sizes), -1).T
@@ -169,7 +188,7 @@ def best_split(counts: np.ndarray, present: np.ndarray, costs: CostTable,
     if key is not None:
         memo[key] = best
     _mark(on_gpu, best, members)
-    return on_gpu
+    return on_gpu, best, sig, members
 
 
 def _mark(on_gpu: np.ndarray, best: list[int], members: list[list[int]]) -> None:
@@ -198,70 +217,3 @@ def _local_search(counts, present, costs, classes: tuple, budget: tuple, times=N
         if not obj < best_obj:
             return best
         best, best_obj = row, obj
-
-
-class ExpertTimes:
-    """``costs.gpu(n)`` and ``costs.cpu(n)`` as lists of floats over the tables' range (the same
-    numbers, looked up without a numpy call per expert); beyond it, the cost table extrapolates."""
-
-    def __init__(self, costs: CostTable) -> None:
-        n = np.arange(max(len(costs.gpu_expert_s), len(costs.cpu_expert_s)))
-        self.costs = costs
-        self._gpu = np.asarray(costs.gpu(n), dtype=float).tolist()
-        self._cpu = np.asarray(costs.cpu(n), dtype=float).tolist()
-
-    def gpu(self, ns: list[int]) -> list[float]:
-        """GPU time of one expert for each token count in ``ns``."""
-        g, top = self._gpu, len(self._gpu)
-        return [g[k] if k < top else float(self.costs.gpu(k)) for k in ns]
-
-    def cpu(self, ns: list[int]) -> list[float]:
-        """CPU time of one expert for each token count in ``ns``."""
-        c, top = self._cpu, len(self._cpu)
-        return [c[k] if k < top else float(self.costs.cpu(k)) for k in ns]
-
-
-def two_ended(counts: np.ndarray, present: np.ndarray, costs: CostTable,
-              times: ExpertTimes | None = None) -> np.ndarray:
-    """HybriMoE's greedy two-ended queue (``HSS`` in its ``ktransformers/operators/experts.py``).
-
-    Requested experts are queued present-first, each group by tokens descending (ties: expert id).
-    The GPU takes from the head (a non-present head pays a transfer serialised on the link), the
-    CPU from the tail; each round the side that would finish earlier takes its expert (ties go to
-    the GPU), until the queue is empty. Returns ``[E]`` bool, True = GPU. ``times``: the same
-    costs as an :class:`ExpertTimes` (faster for a caller that keeps one).
-    """
-    counts = np.asarray(counts)
-    present = np.asarray(present, dtype=bool)
-    on_gpu = np.zeros(len(counts), dtype=bool)
-    req = (counts > 0).nonzero()[0]
-    if not req.size:
-        return on_gpu
-    n = counts[req].astype(np.int64)
-    pres = present[req]
-    order = np.lexsort((req, -n, ~pres))           # present first, tokens descending, expert id
-    ids = req[order].tolist()
-    here = pres[order].tolist()
-    if times is not None:
-        ns = n[order].tolist()
-        g, c = times.gpu(ns), times.cpu(ns)
-    else:
-        g = np.asarray(costs.gpu(n[order]), dtype=float).tolist()
-        c = np.asarray(costs.cpu(n[order]), dtype=float).tolist()
-    t_gpu = t_cpu = t_link = 0.0
-    tau = costs.transfer_s
-    head, tail = 0, len(ids) - 1                  # the queue is ids[head..tail]
-    while head <= tail:
-        start = t_gpu if here[head] else max(t_gpu, t_link + tau)
-        gpu_end = start + g[head]
-        cpu_end = t_cpu + c[tail]
-        if gpu_end <= cpu_end:
-            if not here[head]:
-                t_link += tau
-            t_gpu = gpu_end
-            head += 1
-        else:
-            t_cpu = cpu_end
-            tail -= 1
-    on_gpu[ids[:head]] = True
-    return on_gpu

@@ -56,3 +56,16 @@ def test_negative_clock_is_a_one_line_error():
     with pytest.raises(ConfigError, match="single_thread_ghz.*>= 0"):
         config.hardware({"gpu": "rtx4090", "link": "pcie4_x16",
                          "host": {**load_yaml("host", "desktop_ddr5_2ch"), "single_thread_ghz": -1.0}})
+
+
+def test_generic_runtimes_are_unfitted_and_priced_by_mechanism():
+    comp = {"gpu": "rtx4090", "link": "pcie4_x16", "host": "desktop_ddr5_2ch"}
+    for name in ("generic_eager", "generic_graph"):
+        data = load_yaml("runtime", name)
+        assert "calibrate" not in data or not data["calibrate"], name   # nothing may be fitted
+        assert data["by_kind"] == {}, name
+    eager = CostModel(config.hardware(comp, runtime="generic_eager"), ROUND_MODEL, NO_DRAFT)
+    assert eager.kernel_us == pytest.approx(15.0 * 4.0 / 5.7)          # 10.53 us per op on a 5.7 GHz core
+    graph = config.hardware(comp, runtime="generic_graph")
+    assert CostModel(graph, ROUND_MODEL, NO_DRAFT, graphs=True).kernel_us == 1.0
+    assert CostModel(graph, ROUND_MODEL, NO_DRAFT).kernel_us == 5.0

@@ -50,6 +50,7 @@ class HostSpec:
     remote_latency_ns: float = 0.0     # idle latency of a load from another socket's DRAM (0: as local)
     ccds: int = 0                      # chiplet CPUs: core dies, each reading DRAM through its own link (0: monolithic)
     ccd_read_gbs: float = 0.0          # read GB/s of one CCD's fabric link (GMI: 32 B per fabric clock)
+    single_thread_ghz: float = 0.0     # max single-core boost clock (datasheet): eager per-op host cost ∝ 1/it (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class RuntimeSpec:
     stream_dense: bool = False      # a layer offloaded whole (vLLM UVA) also reads its dense weights over PCIe
     cpu_dequant_ops: dict | None = None    # expert/dense format -> FLOP-equivalent vector ops per weight per token
     cpu_isa_ops_scale: dict | None = None  # host ISA -> multiplier on cpu_dequant_ops (no VNNI on AVX2, ...)
+    eager_ref_ghz: float = 0.0     # single_thread_ghz of the host gpu_kernel_us was fitted on (0: per-op cost not host-bound)
     numa_placement: str = ""       # replicate | interleave | first_touch (sim/machine/numa.py; "": from numa_aware)
     calibrate: dict | None = None   # parameter -> [low, high]: what `python -m sim calibrate` may fit
 
@@ -226,7 +228,8 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         gpu_ops_per_expert=rt.gpu_ops_per_expert, gpu_quant_ops=dict(rt.gpu_quant_ops or {}),
         stream_dense=rt.stream_dense,
         cpu_dequant_ops=dict(rt.cpu_dequant_ops or {}), cpu_isa_ops_scale=dict(rt.cpu_isa_ops_scale or {}),
-        host_dram_gbs=dram_gbs * h.dram_sustained_frac)
+        host_dram_gbs=dram_gbs * h.dram_sustained_frac,
+        host_single_thread_ghz=h.single_thread_ghz, eager_ref_ghz=rt.eager_ref_ghz)
     flat.update({k: v for k, v in comp.items() if k not in ("name", "gpu", "host", "link", "runtime", "cpu_threads")
                  and v is not None})
     return flat

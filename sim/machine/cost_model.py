@@ -44,6 +44,18 @@ def dram_cpu_time(work_s: float, k: float, busy_s: float) -> float:
     return work_s / k if work_s <= busy_s * k else work_s + busy_s * (1.0 - k)
 
 
+def host_op_us(op_us: float, ref_ghz: float, host_ghz: float) -> float:
+    """Microseconds of one eager op's host cost (Python dispatch + kernel launch, single-threaded) on
+    a host of single-thread speed ``host_ghz``, when it costs ``op_us`` on the host of ``ref_ghz`` it
+    was fitted on: the work is a fixed count of host instructions, so its time goes as
+    ``1 / single-thread speed`` (``op_us x ref_ghz / host_ghz``). Unscaled when either speed is 0
+    (a runtime whose launches are not host-bound, or a host whose CPU is unknown). Boost clock is
+    the proxy for single-thread speed: IPC differences between core generations are not modelled."""
+    if ref_ghz <= 0 or host_ghz <= 0:
+        return op_us
+    return op_us * ref_ghz / host_ghz
+
+
 def table_tokens(gamma: int) -> int:
     """The largest per-expert token count a run's tables cover (a verify window is gamma+1)."""
     return max(TABLE_MIN_TOKENS, gamma + 1)
@@ -75,9 +87,12 @@ class CostModel:
 
     def forward_kernel_us(self, graphs: bool) -> float:
         """Microseconds per GPU kernel of a forward run as one CUDA graph (``graphs``, when the
-        runtime uses graphs) or kernel by kernel."""
+        runtime uses graphs) or kernel by kernel; an eager launch's host cost scaled by the host's
+        single-thread speed (:func:`host_op_us`)."""
         hw = self.hw
-        return hw.gpu_graph_kernel_us if graphs and hw.gpu_graph_kernel_us > 0 else hw.gpu_kernel_us
+        if graphs and hw.gpu_graph_kernel_us > 0:
+            return hw.gpu_graph_kernel_us
+        return host_op_us(hw.gpu_kernel_us, hw.eager_ref_ghz, hw.host_single_thread_ghz)
 
     def cpu_ops_per_weight(self, fmt: str) -> float:
         """FLOP-equivalent CPU vector ops per weight per token of format ``fmt``'s kernel: the

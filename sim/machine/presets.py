@@ -27,6 +27,7 @@ _POSITIVE = {"vram_gib", "gpu_mem_bw_gbs", "gpu_tflops", "pcie_h2d_gbs", "cpu_me
              "mem_bw_gbs", "fp16_tflops", "h2d_gbs", "pageable_gbs", "cores", "sockets", "mem_channels", "mem_mts",
              "fp32_tflops", "kernels_per_layer", "copies_per_expert"}
 _FRACTION = {"gpu_mem_eff", "gpu_flops_eff", "cpu_mem_eff", "cpu_flops_eff"}
+_NON_NEGATIVE = {"single_thread_ghz", "eager_ref_ghz", "host_single_thread_ghz"}   # 0: unknown / not scaled
 
 
 def _check_number(annotation, key: str, value, source: str) -> None:
@@ -66,6 +67,8 @@ def build_spec(cls, data: Any, source: str):
         _check_number(names[key].type, key, value, source)
         if key in _POSITIVE and not getattr(cls, 'zero_allowed', False) and not (isinstance(value, (int, float)) and value > 0):
             raise ConfigError(f"{source}: field '{key}' must be a number > 0, got {value!r}")
+        if key in _NON_NEGATIVE and not (isinstance(value, (int, float)) and value >= 0):
+            raise ConfigError(f"{source}: field '{key}' must be >= 0 (0 = unknown), got {value!r}")
         if key in _FRACTION and not (isinstance(value, (int, float)) and 0 < value <= 1):
             raise ConfigError(f"{source}: field '{key}' must lie in (0, 1], got {value!r}")
     if "n_experts" in names and "top_k" in names:

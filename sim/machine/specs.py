@@ -70,6 +70,8 @@ class HardwareSpec:
     cpu_dequant_ops: dict | None = None     # format -> FLOP-equivalent CPU ops per weight per token (2 if absent)
     cpu_isa_ops_scale: dict | None = None   # ISA -> multiplier on cpu_dequant_ops
     host_dram_gbs: float = 0.0              # sustained host DRAM GB/s shared by CPU kernels and DMA (0: not modelled)
+    host_single_thread_ghz: float = 0.0     # the host's max single-core boost clock (0: unknown, per-op cost unscaled)
+    eager_ref_ghz: float = 0.0              # the clock gpu_kernel_us is stated at (0: not host-bound, unscaled)
 
     def __post_init__(self):
         if self.draft_overhead_us is None:

@@ -38,8 +38,9 @@ def test_every_runtime_differs_from_custom_cuda_only_where_its_file_says(runtime
         own.add("cpu_mem_bw_gbs")          # derived: per-core limit / sockets seen
     differ = {k for k in ref if k != "runtime" and got[k] != ref[k]}
     assert differ <= own, f"{runtime} changes {sorted(differ - own)} without setting them"
-    if "calibrate" not in own:           # uncalibrated: custom_cuda's values on the paper's machine,
+    if "calibrate" not in own and not runtime.startswith("generic_"):   # uncalibrated: custom_cuda's values
         assert differ <= {"numa_aware", "stream_dense"}   # but for sourced mechanism switches
+    # generic_*: engines priced from mechanisms before any fit (their files source each value)
 
 
 def test_device_kinds_select_the_runtime_values_of_the_old_presets():

@@ -2,7 +2,7 @@
 
 The GPU holds a fixed set of experts chosen before decoding (loaded by :meth:`initial_residency`
 at no cost); everything else runs on the CPU from host memory. No prefetch; only Fiddler ever
-moves an expert at decode (a temporary copy, when that beats computing it on the CPU).
+moves an expert at decode (a temporary copy, when that is no slower than computing it on the CPU).
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 from sim.policies.base import CPU, Placement, Policy, Signals
 from sim.policies.common import OffloadPolicy, gpu_where, present_row, static_where
 from sim.policies.recency import LRUOrder
-from sim.policies.split import ExpertTimes, best_split
+from sim.policies.resident_first import resident_first
+from sim.policies.split import ExpertTimes
 from sim.policies.static_sets import layer_experts, most_popular, whole_layers
 
 
@@ -101,21 +102,22 @@ class LlamaCppSpec(LlamaCppStatic):
 
 
 class Fiddler(OffloadPolicy):
-    """Fiddler: popular experts fixed on the GPU, misses computed on the CPU (AR).
+    """Fiddler: popular experts fixed on the GPU, resident experts always computed there (AR).
 
-    Mechanism (arXiv 2402.07033, ICLR'25; github.com/efeslab/fiddler ``src/fiddler/mixtral.py``):
-    the GPU holds the most popular (layer, expert) pairs of an offline profile (here
-    ``ctx.profile``, greedy by popularity up to the budget); at each layer the requested experts
-    are split between CPU and GPU to minimise ``max(T_cpu, T_gpu)`` given the exact token counts,
-    by exhaustive search over the 2^k assignments (:func:`sim.policies.split.best_split`, same
-    optimum). A non-resident expert on the GPU side is copied over PCIe for that layer only (the
-    weights, in Fiddler's model "latency_gpu = 70" for an uncached expert vs "latency_cpu = 7" per
-    token); with batch 1 this is rarely worth it.
+    Mechanism, as its code runs (arXiv 2402.07033, ICLR'25; github.com/efeslab/fiddler
+    ``src/fiddler/mixtral.py``): at load time ``calc_n_expert_on_gpu`` counts how many experts fit
+    in 95% of VRAM after the other weights and one ``expert_placeholder``, and ``set_expert_loc``
+    puts that many (layer, expert) pairs on the GPU in the order of an offline popularity profile
+    (here ``ctx.profile``, greedy by popularity up to the budget). At decode each requested expert
+    is decided on its own (:func:`sim.policies.resident_first.resident_first`): a resident expert
+    always runs on the GPU; a non-resident one is copied over PCIe into the placeholder when that
+    is no slower than computing it on the CPU for its token count, else it runs on the CPU (with
+    one token: the CPU). There is no CPU/GPU balancing of resident experts.
 
     Parameters:
-        fetch_slots: slots kept out of the static set to hold such temporary copies (default 1;
-            Fiddler fills only 95% of VRAM with experts, leaving room for working buffers).
-            With 0, the split never fetches.
+        fetch_slots: slots kept out of the static set to hold such temporary copies (default 1:
+            Fiddler's one ``expert_placeholder``). At most this many copies per layer; with 0,
+            the policy never copies.
     """
 
     speculative = False
@@ -132,7 +134,6 @@ class Fiddler(OffloadPolicy):
         for l, e in self.static:
             self.static_mask[l, e] = True
         self.lru = LRUOrder(ctx.n_layers, ctx.n_experts, keep=~self.static_mask)   # the temporary copies
-        self.split_memo: dict = {}
         self.times = ExpertTimes(ctx.costs)
 
     def initial_residency(self) -> list[tuple[int, int]]:
@@ -141,8 +142,7 @@ class Fiddler(OffloadPolicy):
     def place(self, layer: int, counts: np.ndarray, signals: Signals, cache) -> Placement:
         spare = cache.n_free + self.lru.evictable_count(cache)
         present = present_row(cache, layer)
-        on_gpu = best_split(counts, present, self.ctx.costs, max_fetch=min(spare, self.fetch_slots),
-                            memo=self.split_memo, times=self.times)
+        on_gpu = resident_first(counts, present, self.ctx.costs, min(spare, self.fetch_slots), self.times)
         where = gpu_where(cache, layer, counts, on_gpu)
         return Placement(where)
 

@@ -19,7 +19,7 @@ counts (a window of ``g + 1`` tokens scores the experts the coming tokens need);
 ``c`` is 0/1 and the score is a recency/frequency score (as HybriMoE's). After a layer runs its
 highest-scoring absent experts are queued for prefetch (for that layer's next pass, as MoE-SpAc);
 an eviction takes the lowest score outside the computing layer, and a prefetch only evicts a
-lower score than it brings. Placement is the exact per-layer CPU/GPU split (Fiddler's search,
+lower score than it brings. Placement is the exact per-layer CPU/GPU split (the min-max search,
 :func:`sim.policies.split.best_split`): a miss is fetched only when that finishes the layer sooner
 than computing it on the CPU. The slots start with the most popular experts of an offline profile
 (``warm_start``, as Fiddler and kTransformers place theirs), then follow the utility. Lossless: it

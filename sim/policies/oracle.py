@@ -22,7 +22,7 @@ class Oracle(OffloadPolicy):
       layer about to run onward, any depth ahead), if a slot is free or the Belady victim is used
       later. Limited only by the link and the slots.
     * Placement: the per-layer CPU/GPU split minimising ``max(T_cpu, T_gpu)`` given the exact
-      counts (:func:`sim.policies.split.best_split`, as Fiddler does), where a GPU-side absent
+      counts (:func:`sim.policies.split.best_split`, the balance Fiddler's source comment names), where a GPU-side absent
       expert is demand-fetched.
 
     Why it bounds the other policies, and how far: for a fixed request sequence and one pool of

@@ -1,4 +1,4 @@
-"""CPU/GPU split of one layer's requested experts (Fiddler's exact search, HybriMoE's greedy).
+"""CPU/GPU split of one layer's requested experts (exact min-max search, HybriMoE's greedy).
 
 Time model (the same for every policy that uses it, from :class:`sim.machine.cost_table.CostTable`):
 

@@ -1,5 +1,5 @@
-"""Fiddler: static popular experts, misses on the CPU, and a per-layer CPU/GPU split that equals
-brute force over all 2^k assignments (also the split the oracle uses)."""
+"""Fiddler: static popular experts, misses on the CPU; and the per-layer min-max CPU/GPU split
+(:func:`best_split`, which the oracle and AdaSpec use) equals brute force over all 2^k assignments."""
 import itertools
 
 import numpy as np

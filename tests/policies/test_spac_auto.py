@@ -69,14 +69,16 @@ def test_deterministic_from_the_seed():
                                                     ("laptop_rtx4060_pcie4", "olmoe_1b_7b", 0.05)])
 def test_load_time_choice_is_the_brute_force_best(hardware, model, ratio):
     """Between Fiddler's and kTransformers' placements, the closed-form estimate picks the one that
-    runs faster through the engine; delegating to it reproduces its run exactly."""
+    runs faster through the engine (either, when both run alike: with every hit on the GPU and every
+    one-token miss on the CPU, the two can make the same decisions); delegating to it reproduces its
+    run exactly."""
     args = dict(CELL, hardware=hardware, model=model, cache_ratio=ratio)
     cands = ["fiddler", "ktransformers"]
     ours = run_one(RunSpec.of(policy="spac_auto", policy_args={"candidates": cands}, **args)).row
     tps = [run_one(RunSpec.of(policy=p, **args)).row["tps"] for p in cands]
-    best = int(np.argmax(tps))
-    assert ours["auto_choice"] == best
-    assert ours["tps"] == pytest.approx(tps[best], rel=1e-9)
+    choice = int(ours["auto_choice"])
+    assert tps[choice] == max(tps)
+    assert ours["tps"] == pytest.approx(tps[choice], rel=1e-9)
 
 
 def test_profile_tokens_follow_the_profile():

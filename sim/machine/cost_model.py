@@ -44,6 +44,15 @@ def dram_cpu_time(work_s: float, k: float, busy_s: float) -> float:
     return work_s / k if work_s <= busy_s * k else work_s + busy_s * (1.0 - k)
 
 
+def dram_speed(cpu_bytes: float, cpu_s: float, left_bps: float) -> float:
+    """The speed factor k <= 1 of CPU experts reading ``cpu_bytes`` in ``cpu_s`` when ``left_bps``
+    of host DRAM bandwidth is left to them (:meth:`CostModel.dram_share`)."""
+    if cpu_s <= 0 or cpu_bytes <= 0:
+        return 1.0
+    need = cpu_bytes / cpu_s
+    return 1.0 if need <= left_bps else max(left_bps, 0.05 * need) / need
+
+
 def host_op_us(op_us: float, ref_ghz: float, host_ghz: float) -> float:
     """Microseconds of one eager op's host cost (Python dispatch + kernel launch, single-threaded) on
     a host of single-thread speed ``host_ghz``, when it costs ``op_us`` on the host of ``ref_ghz`` it
@@ -248,12 +257,13 @@ class CostModel:
         (``host_dram_gbs``, STREAM-like share of the theoretical peak) bounds their sum, so the CPU
         keeps ``host_dram_gbs - pcie_h2d_gbs`` (physics-audit 1d). 1 when that covers its need or
         the host's DRAM is not modelled (``host_dram_gbs = 0``)."""
+        return dram_speed(cpu_bytes, cpu_s, self.dram_left_bps())
+
+    def dram_left_bps(self) -> float:
+        """Host DRAM bytes/s left to the CPU while a host-to-device DMA runs (``inf`` when the
+        host's DRAM is not modelled)."""
         hw = self.hw
-        if hw.host_dram_gbs <= 0 or cpu_s <= 0 or cpu_bytes <= 0:
-            return 1.0
-        need = cpu_bytes / cpu_s
-        avail = (hw.host_dram_gbs - hw.pcie_h2d_gbs) * GB
-        return 1.0 if need <= avail else max(avail, 0.05 * need) / need
+        return float("inf") if hw.host_dram_gbs <= 0 else (hw.host_dram_gbs - hw.pcie_h2d_gbs) * GB
 
     def layer_sync_s(self) -> float:
         """Joining CPU and GPU partial results of a layer (only when CPU experts ran)."""
@@ -270,4 +280,5 @@ class CostModel:
             draft_phase_s=gamma * self.draft_token_s(context),
             expert_bytes=self.expert_bytes,
             step_fixed_s=self.step_fixed_s(n),
+            dram_left_bps=self.dram_left_bps(),
         )

@@ -22,6 +22,7 @@ class CostTable:
     draft_phase_s: float       # the whole draft phase before a verify pass (0 in AR)
     expert_bytes: int
     step_fixed_s: float = 0.0  # per target forward outside the MoE layers (embeddings, lm_head, host)
+    dram_left_bps: float = float("inf")  # host DRAM bytes/s left to CPU experts while a copy runs
 
     @staticmethod
     def _lookup(table: np.ndarray, n: np.ndarray | int) -> np.ndarray:

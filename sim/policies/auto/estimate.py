@@ -11,12 +11,14 @@ AdaSpec and Fiddler decide with): ``step_fixed + sum_l (layer_fixed + max(T_gpu,
 
 What this leaves out (and the online check in :mod:`sim.policies.auto.policy` corrects): the
 temporal reuse a dynamic cache exploits (the profile is a popularity, not a sequence), the gain of
-speculation (acceptance is learnt online) and the host-DRAM contention of copies.
+speculation (acceptance is learnt online). The host-DRAM contention of copies is priced: a layer's
+CPU experts slow down while the link copies (:func:`cpu_with_copies`).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from sim.machine.cost_model import dram_cpu_time, dram_speed
 from sim.policies.base import CPU, PolicyContext, Signals
 from sim.policies.common import present_row
 from sim.policies.split import ExpertTimes, split_time
@@ -35,14 +37,38 @@ def profile_tokens(profile: np.ndarray | None, n_layers: int, n_experts: int, to
 
 
 def layer_seconds(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx: PolicyContext,
-                  times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0) -> float:
+                  times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0, copies: int | None = None) -> float:
     """Cost-model time of one layer for a placement ``where`` (GPU/FETCH/STREAM run on the GPU,
-    absent ones after their copy): fixed part, ``max(T_gpu, T_cpu)``, and the CPU/GPU join."""
+    absent ones after their copy): fixed part, ``max(T_gpu, T_cpu)``, and the CPU/GPU join.
+    ``copies``: host-to-device copies the link runs during the layer (default: those this placement
+    makes); the CPU's experts share host DRAM with them (:func:`cpu_with_copies`)."""
+    return layer_times(where, counts, present, ctx, times, sync_s, link_wait_s, copies)[1]
+
+
+def layer_times(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx: PolicyContext,
+                times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0,
+                copies: int | None = None) -> tuple[float, float]:
+    """:func:`layer_seconds` without and with the copies' share of host DRAM (one pass)."""
     req = counts > 0
     on_gpu = req & (where != CPU)
     cpu = bool((req & ~on_gpu).any())
     phase = split_time(counts, on_gpu, present, ctx.costs, link_wait_s, times=times)
-    return ctx.costs.layer_fixed_s + phase + (sync_s if cpu else 0.0)
+    slowed = phase
+    if cpu and ctx.costs.dram_left_bps != float("inf"):
+        n = int(np.count_nonzero(on_gpu & ~present)) if copies is None else copies
+        if n > 0:
+            slowed = max(phase, cpu_with_copies(counts[req & ~on_gpu].tolist(), n, ctx.costs, times))
+    base = ctx.costs.layer_fixed_s + (sync_s if cpu else 0.0)
+    return base + phase, base + slowed
+
+
+def cpu_with_copies(ns: list[int], copies: int, costs, times: ExpertTimes) -> float:
+    """CPU seconds of experts with token counts ``ns`` while the link runs ``copies`` expert copies
+    back to back from the layer's start: both read host DRAM (the cost model's shared-DRAM
+    mechanism, :meth:`sim.machine.cost_model.CostModel.dram_share`, :func:`dram_cpu_time`)."""
+    cpu_s = float(sum(times.cpu(ns)))
+    k = dram_speed(len(ns) * costs.expert_bytes, cpu_s, costs.dram_left_bps)
+    return dram_cpu_time(cpu_s, k, copies * costs.transfer_s)
 
 
 def loaded_cache(ctx: PolicyContext, experts) -> ExpertCache:
@@ -55,7 +81,8 @@ def loaded_cache(ctx: PolicyContext, experts) -> ExpertCache:
 
 def token_seconds(policy, cache: ExpertCache, tokens: np.ndarray, ctx: PolicyContext, sync_s: float) -> float:
     """Mean cost-model seconds per autoregressive token of ``policy`` (already reset) deciding on
-    ``cache`` (not changed) for the sampled ``tokens`` ``[n, L, k]``."""
+    ``cache`` (not changed) for the sampled ``tokens`` ``[n, L, k]``; its misses' copies slow the
+    CPU's experts (:func:`layer_seconds`)."""
     times = ExpertTimes(ctx.costs)
     total = 0.0
     counts = np.zeros(ctx.n_experts, dtype=np.int64)
@@ -65,5 +92,7 @@ def token_seconds(policy, cache: ExpertCache, tokens: np.ndarray, ctx: PolicyCon
             counts[:] = 0
             counts[experts] = 1
             where = np.asarray(policy.place(layer, counts, Signals(), cache).where)
-            total += layer_seconds(where, counts, present_row(cache, layer), ctx, times, sync_s)
+            present = present_row(cache, layer)
+            copies = int(np.count_nonzero((counts > 0) & (where != CPU) & ~present))
+            total += layer_seconds(where, counts, present, ctx, times, sync_s, copies=copies)
     return total / max(1, len(tokens))

@@ -19,7 +19,9 @@ class SpacAutoParams:
         kTransformers: popular set, every miss on the CPU).
     samples: tokens drawn from the offline profile per layer for the load-time estimate (32).
     window: steps after which the realised per-token time of the running strategy is compared
-        with the static strategies' shadow time on the same routing (4).
+        with the static strategies' shadow time on the same routing (8: after 4 steps AdaSpec's
+        cache is cold and it has not yet measured a draft length; on the policy_cells grid 8, 10 and
+        12 give the same geometric mean, 4 and 6 switch away from AdaSpec where it wins later).
     margin: a static strategy replaces the dynamic one only when faster by this share (0.06); at
         load time the dynamic one is kept unless a static one is estimated faster by this share.
     placement: allow the profile placements (static candidates and AdaSpec's warm start).
@@ -38,7 +40,7 @@ class SpacAutoParams:
 
     candidates: tuple = ("adaspec", "fiddler", "ktransformers")
     samples: int = 32
-    window: int = 4
+    window: int = 8
     margin: float = 0.06
     placement: bool = True
     cpu_compute: bool = True

@@ -12,8 +12,10 @@ only help the dynamic one).
 Online (``switch``): while the dynamic strategy runs, each static candidate is shadowed on the same
 routing (its own decisions on its own static set, costed the same way) during autoregressive
 steps; after ``window`` steps the realised cost-model tokens per second of the running strategy
-(tokens produced over the estimated step times, no clock; for AdaSpec the best of that and its own
-rate of its best draft length) is compared with the best shadow. If a
+(tokens produced over the estimated step times, no clock, with the running strategy's CPU experts
+slowed while its copies, prefetches included, take the host DRAM the cost model shares between
+them; for AdaSpec the best of that and its own rate of its best draft length, slowed alike) is
+compared with the best shadow. If a
 static strategy is faster by ``margin`` the policy switches to it once: its static set is then
 restored by prefetches that evict only experts outside it. Nothing reads the trace's future.
 """
@@ -24,7 +26,7 @@ import copy
 import numpy as np
 
 from sim.policies.adaspec import AdaSpecParams
-from sim.policies.auto.estimate import layer_seconds, loaded_cache, profile_tokens, token_seconds
+from sim.policies.auto.estimate import layer_seconds, layer_times, loaded_cache, profile_tokens, token_seconds
 from sim.policies.auto.params import SpacAutoParams
 from sim.policies.auto.restore import Restore
 from sim.policies.base import CPU, FETCH, Placement, Policy, Signals
@@ -77,7 +79,7 @@ class SpacAuto(Policy):
         self.restore: Restore | None = None
         self.switched = False
         self.shadows = self._shadows() if self.params.switch and self._dynamic(self.choice) else []
-        self.tok = self.sec = 0.0
+        self.tok = self.sec = self.sec_free = 0.0
         self.g = 0
         self.cache_ref = cache
 
@@ -141,6 +143,7 @@ class SpacAuto(Policy):
 
     def on_step_start(self, step: int, signals: Signals, cache) -> None:
         self.step_s = self.g * self.draft_s + self.ctx.costs.step_fixed_s
+        self.step_free_s = self.step_s
         for s in self.shadows:
             s["step"] = self.ctx.costs.step_fixed_s
         self.active.on_step_start(step, signals, cache)
@@ -155,9 +158,13 @@ class SpacAuto(Policy):
             where[(counts > 0) & (where == CPU)] = FETCH
             out = Placement(where, out.extra_fetch, out.bulk)
         if self.shadows:
-            wait = self.ctx.costs.transfer_s if cache.inflight.any() else 0.0
-            self.step_s += layer_seconds(np.asarray(out.where), counts, cache.resident[layer], self.ctx,
-                                         self.times, SYNC_S, wait)
+            inflight = int(np.count_nonzero(cache.inflight))
+            wait = self.ctx.costs.transfer_s if inflight else 0.0
+            where = np.asarray(out.where)
+            copies = inflight + int(np.count_nonzero((counts > 0) & (where != CPU) & ~cache.resident[layer]))
+            free, slowed = layer_times(where, counts, cache.resident[layer], self.ctx, self.times, SYNC_S, wait, copies)
+            self.step_s += slowed
+            self.step_free_s += free
             if self.g == 0:
                 for s in self.shadows:
                     w = np.asarray(s["pol"].place(layer, counts, Signals(), s["cache"]).where)
@@ -173,6 +180,7 @@ class SpacAuto(Policy):
             return
         self.tok += accepted + 1
         self.sec += self.step_s
+        self.sec_free += self.step_free_s
         for s in self.shadows:
             if self.g == 0:
                 s["sec"] += s["step"]
@@ -183,8 +191,9 @@ class SpacAuto(Policy):
     def _check(self) -> None:
         """Switch to the fastest shadowed static strategy if it beats the running one by ``margin``."""
         rate = self.tok / self.sec if self.sec > 0 else 0.0
-        if hasattr(self.active, "best_rate"):          # AdaSpec: its best draft length so far
-            rate = max(rate, self.active.best_rate())
+        if hasattr(self.active, "best_rate"):   # AdaSpec: its best draft length so far (its own rate
+            slow = self.sec_free / self.sec if self.sec > 0 else 1.0   # leaves out its copies' DRAM share)
+            rate = max(rate, self.active.best_rate() * slow)
         best, best_rate = None, rate / (1.0 - self.params.margin)
         for s in self.shadows:
             r = s["tok"] / s["sec"] if s["sec"] > 0 else 1.0 / self.estimates[s["i"]]

@@ -24,8 +24,6 @@ stream) streams the KV cache and computes on it, so reading and computing overla
 """
 from __future__ import annotations
 
-GB = 1e9
-
 
 def attended(n: int, cached: int, window: int = 0) -> float:
     """Context tokens attended, summed over ``n`` causal queries after ``cached`` tokens: query i

@@ -97,6 +97,7 @@ class RuntimeSpec:
     cpu_op_us: float = 0.0          # per CPU op of a layer computed whole on the CPU (thread-pool barrier)
     cpu_ops_per_layer: int = 0      # such ops per layer (norms, qkv, rope, attention, o, router, topk, ...)
     cpu_kv_eff: float = 1.0         # fraction of cpu_mem_eff CPU attention reaches over the KV cache
+    gpu_attn_eff: float = 0.5       # fraction of the GPU's tensor FLOP/s its attention kernel reaches on the score/value products
     sample_us: float = 0.0          # per verified position: logits over the vocabulary, sampling
     gpu_graph_kernel_us: float = 0.0   # per GPU kernel when the forward runs as one CUDA graph (0: no graphs)
     gpu_ops_per_expert: int = 1     # eager ops (kernel launches) per GPU expert call: 1 = one fused launch
@@ -224,6 +225,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         copies_per_expert=rt.copies_per_expert, gpu_quant_eff=dict(rt.gpu_quant_eff),
         cpu_quant_eff=dict(rt.cpu_quant_eff), parts={"gpu": g.name, "host": h.name, "link": l.name},
         cpu_op_us=rt.cpu_op_us, cpu_ops_per_layer=rt.cpu_ops_per_layer, cpu_kv_eff=rt.cpu_kv_eff,
+        gpu_attn_eff=rt.gpu_attn_eff,
         sample_us=rt.sample_us, gpu_graph_kernel_us=rt.gpu_graph_kernel_us, cpu_isa=h.isa,
         gpu_ops_per_expert=rt.gpu_ops_per_expert, gpu_quant_ops=dict(rt.gpu_quant_ops or {}),
         stream_dense=rt.stream_dense,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.machine.attention import attention_kernel_s, layer_attention_work
 from sim.machine.specs import DraftSpec, HardwareSpec, ModelSpec
 from sim.machine.cost_table import CostTable
 
@@ -186,30 +187,33 @@ class CostModel:
 
     # --- non-expert parts -------------------------------------------------------------------
     def layer_fixed_s(self, n_tokens: int, context: int) -> float:
-        """Attention, router and shared experts of one MoE layer on the GPU for ``n_tokens`` tokens."""
+        """Attention, router and shared experts of one MoE layer on the GPU for ``n_tokens`` tokens:
+        the weight kernels (a roofline on the weights and their FLOPs), then the attention kernel over
+        the ``context`` tokens in the cache (KV read and score/value FLOPs at ``gpu_attn_eff``
+        overlapped, :func:`sim.machine.attention.attention_kernel_s`), then the launches."""
         hw, m = self.hw, self.model
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
         shared = m.shared_params
         weight_bytes = (m.attn_params_per_layer + m.hidden * m.n_experts + shared) * m.bytes_per_param
-        kv_bytes = m.kv_bytes(context) / max(1, m.n_layers + m.n_dense_layers)
         flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
         compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
         kernels = (hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
                    + 4 * self.quant_ops(m.dense_quant))            # q, k, v, o projections
-        return max((weight_bytes + kv_bytes) / bw, compute) + kernels * self.kernel_us * US
+        attn = attention_kernel_s(*layer_attention_work(m, n_tokens, context), bw, hw.gpu_tflops * 1e12 * hw.gpu_attn_eff)
+        return max(weight_bytes / bw, compute) + attn + kernels * self.kernel_us * US
 
     def cpu_layer_fixed_s(self, n_tokens: int, context: int) -> float:
         """Attention, router and shared experts of one MoE layer computed on the CPU (a layer
-        offloaded whole, llama.cpp ``-ngl``): weights and the layer's KV cache read from host DRAM,
-        plus the runtime's per-op thread-pool cost (``cpu_ops_per_layer x cpu_op_us``)."""
+        offloaded whole, llama.cpp ``-ngl``): weights read from host DRAM, then attention over the
+        layer's KV cache (read at ``cpu_kv_eff`` of the bandwidth, score/value FLOPs at the CPU's
+        achieved rate, overlapped), plus the runtime's per-op thread-pool cost (``cpu_ops_per_layer x cpu_op_us``)."""
         hw, m = self.hw, self.model
         bw = hw.cpu_mem_bw_gbs * GB * hw.cpu_mem_eff
         weight_bytes = (m.attn_params_per_layer + m.hidden * m.n_experts + m.shared_params) * m.bytes_per_param
-        kv_bytes = m.kv_bytes(context) / max(1, m.n_layers + m.n_dense_layers)
         flops = self.cpu_ops_per_weight(m.dense_quant) * n_tokens * (m.attn_params_per_layer + m.shared_params)
-        compute = flops / (hw.cpu_tflops * 1e12 * hw.cpu_flops_eff)
-        mem = weight_bytes / bw + kv_bytes / (bw * hw.cpu_kv_eff)
-        return max(mem, compute) + hw.cpu_ops_per_layer * hw.cpu_op_us * US
+        rate = hw.cpu_tflops * 1e12 * hw.cpu_flops_eff
+        attn = attention_kernel_s(*layer_attention_work(m, n_tokens, context), bw * hw.cpu_kv_eff, rate)
+        return max(weight_bytes / bw, flops / rate) + attn + hw.cpu_ops_per_layer * hw.cpu_op_us * US
 
     def step_fixed_s(self, n_tokens: int, dense_tokens: int | None = None) -> float:
         """Per target forward: embeddings, dense layers, final norm, lm_head, host overhead, and

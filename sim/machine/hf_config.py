@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sim.machine.attention import per_token_flops
 from sim.machine.hf_check import MLA, REQUIRED   # the families and fields config.json must give
 
 KV_BYTES = 2            # 16-bit KV cache
@@ -65,15 +66,16 @@ def _moe_layers(c: dict, t: str) -> list[bool]:
     return [True] * L
 
 
-def _attention(c: dict, t: str) -> tuple[int, int, int]:
-    """(projection weights, other weights (norms, biases, sinks), KV bytes per token) of one layer."""
+def _attention(c: dict, t: str) -> tuple[int, int, int, int]:
+    """(projection weights, other weights (norms, biases, sinks), KV bytes per token, score + value
+    FLOPs per query and context token (:func:`sim.machine.attention.per_token_flops`)) of one layer."""
     H, nh = c["hidden_size"], c["num_attention_heads"]
     if t in MLA:
         nope, rope, vd, kvr, qr = (c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"],
                                    c["kv_lora_rank"], c.get("q_lora_rank"))
         q = H * nh * (nope + rope) if not qr else H * qr + qr * nh * (nope + rope)
         proj = q + H * (kvr + rope) + kvr * nh * (nope + vd) + nh * vd * H
-        return proj, kvr + (qr or 0), (kvr + rope) * KV_BYTES
+        return proj, kvr + (qr or 0), (kvr + rope) * KV_BYTES, per_token_flops(True, nh, kv_lora=kvr, rope=rope)
     hd = c.get("head_dim") or H // nh
     kv = c.get("num_key_value_heads") or nh
     proj = 2 * H * nh * hd + 2 * H * kv * hd
@@ -88,7 +90,7 @@ def _attention(c: dict, t: str) -> tuple[int, int, int]:
         other += nh * hd + kv * hd                          # full-width q/k RMSNorm
     if t == "gpt_oss":
         other += nh                                         # attention sinks
-    return proj, other, 2 * kv * hd * KV_BYTES
+    return proj, other, 2 * kv * hd * KV_BYTES, per_token_flops(False, nh, head_dim=hd)
 
 
 def _expert(c: dict, t: str) -> tuple[int, int]:
@@ -134,7 +136,7 @@ def derive(c: dict, name: str, source: str = "") -> dict:
     n_moe = sum(moe)
     inter, expert = _expert(c, t)
     n_sh, sh_inter, sh_extra = _shared(c, t)
-    proj, attn_other, kv = _attention(c, t)
+    proj, attn_other, kv, attn_flops = _attention(c, t)
     ln = 4 * H if t == "phimoe" else 2 * H                  # two norms per layer (LayerNorm has a bias)
     router = H * E + (E if t == "gpt_oss" else 0)
     dense_inter = int(c.get("intermediate_size") or 0) if n_moe < L else 0
@@ -150,6 +152,7 @@ def derive(c: dict, name: str, source: str = "") -> dict:
         n_shared_experts=n_sh, hidden=H, moe_intermediate=inter, expert_params=expert,
         non_expert_params=float(non_expert), attn_params_per_layer=proj, lm_head_params=head,
         kv_bytes_per_token=(L - n_swa) * kv, kv_swa_bytes_per_token=n_swa * kv, sliding_window=window,
+        attn_flops_per_token=(L - n_swa) * attn_flops, attn_swa_flops_per_token=n_swa * attn_flops,
         shared_intermediate=sh_inter if n_sh else 0, dense_intermediate=dense_inter,
         embed_params=0 if tied else V * H, attention="mla" if t in MLA else "gqa",
         source=source or f"config.json model_type={t}")

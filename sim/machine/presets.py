@@ -26,7 +26,7 @@ _POSITIVE = {"vram_gib", "gpu_mem_bw_gbs", "gpu_tflops", "pcie_h2d_gbs", "cpu_me
              "cpu_threads", "n_layers", "n_experts", "top_k", "hidden", "moe_intermediate", "expert_params",
              "mem_bw_gbs", "fp16_tflops", "h2d_gbs", "pageable_gbs", "cores", "sockets", "mem_channels", "mem_mts",
              "fp32_tflops", "kernels_per_layer", "copies_per_expert"}
-_FRACTION = {"gpu_mem_eff", "gpu_flops_eff", "cpu_mem_eff", "cpu_flops_eff"}
+_FRACTION = {"gpu_mem_eff", "gpu_flops_eff", "cpu_mem_eff", "cpu_flops_eff", "gpu_attn_eff"}
 _NON_NEGATIVE = {"single_thread_ghz", "eager_ref_ghz", "host_single_thread_ghz"}   # 0: unknown / not scaled
 
 

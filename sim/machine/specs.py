@@ -61,6 +61,7 @@ class HardwareSpec:
     cpu_op_us: float = 0.0                  # conf/runtime/custom_cuda.yaml documents these four
     cpu_ops_per_layer: int = 0
     cpu_kv_eff: float = 1.0
+    gpu_attn_eff: float = 0.5               # fraction of gpu_tflops the attention kernel reaches on its score/value FLOPs
     sample_us: float = 0.0
     gpu_graph_kernel_us: float = 0.0        # per kernel inside a CUDA graph (0: the runtime uses none)
     gpu_ops_per_expert: int = 1             # GPU kernel launches (eager ops) per GPU expert call
@@ -104,6 +105,8 @@ class ModelSpec:
     kv_swa_bytes_per_token: int = 0         # KV bytes per token of the sliding-window layers
     sliding_window: int = 0                 # their window (tokens)
     attention: str = "gqa"                  # gqa | mla (how kv_bytes_per_token was derived)
+    attn_flops_per_token: int = 0           # score + value FLOPs per query and context token, full-attention layers summed (sim/machine/attention.py; 0: not charged)
+    attn_swa_flops_per_token: int = 0       # the same, sliding-window layers summed (each capped at sliding_window)
     source: str = ""                        # where the architecture numbers come from
     # model=gguf:PATH (sim/machine/gguf_model.py): the file's own byte sizes; 0/"" (presets, hf:) = from the formats
     file_expert_bytes: int = 0              # one routed expert (mean over layers) instead of expert_params x quant

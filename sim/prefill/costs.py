@@ -5,11 +5,9 @@ per-expert GPU and CPU times are its rooflines tabulated up to the micro-batch s
 once per expert, FLOPs proportional to the expert's tokens; with measured tables, linear
 extrapolation past their end), a copy is its ``transfer_s`` per expert (llama.cpp copies only the
 experts a micro-batch uses, github.com/ggml-org/llama.cpp PR #15346, one copy each). Attention,
-router and shared experts are :meth:`CostModel.layer_fixed_s` for the micro-batch's tokens plus the
-score and value products over the causal context, ``4 * q_dim * (n * c + n (n + 1) / 2)`` FLOPs for
-``n`` new tokens after ``c`` cached ones, at the GPU's achieved FLOP rate (added to, not overlapped
-with, the projections: slightly pessimistic). ``q_dim`` is derived from the attention weights,
-``attn_params = hidden * (2 q_dim + 2 kv_dim)``, with ``kv_dim`` from the KV bytes per token (f16).
+router and shared experts are :meth:`CostModel.layer_fixed_s` for the micro-batch's ``n`` tokens
+after ``c`` cached ones: it includes the score and value products over the causal context
+(:mod:`sim.machine.attention`, the same function decode uses).
 Each micro-batch pays the host overhead of one forward; the lm_head runs for the last prompt token
 only (llama.cpp computes logits of the last position by default).
 """
@@ -23,13 +21,6 @@ import numpy as np
 from sim.machine.cost_model import GB, CostModel
 from sim.machine.cost_table import CostTable
 
-KV_ELEM_BYTES = 2      # f16 KV cache (llama.cpp's default -ctk/-ctv)
-
-
-def q_dim(m) -> float:
-    """Query width of one attention layer (heads x head_dim), derived from the weight count."""
-    kv_dim = m.kv_bytes_per_token / (2 * KV_ELEM_BYTES * max(1, m.n_layers + m.n_dense_layers))
-    return max(m.attn_params_per_layer / (2.0 * m.hidden) - kv_dim, m.attn_params_per_layer / (4.0 * m.hidden))
 
 
 @dataclass(frozen=True)
@@ -61,9 +52,7 @@ class PrefillCosts:
 
     def attention_s(self, n: int, cached: int) -> float:
         """Attention, router and shared experts of one MoE layer for ``n`` new tokens after ``cached``."""
-        c, hw = self.cost, self.cost.hw
-        score_flops = 4.0 * q_dim(c.model) * (n * cached + n * (n + 1) / 2.0)
-        return c.layer_fixed_s(n, cached + n) + score_flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
+        return self.cost.layer_fixed_s(n, cached + n)
 
     def head_s(self, n: int, last: bool) -> float:
         """Embeddings, dense layers for the ``n`` tokens and the host overhead of one forward; the

@@ -4,13 +4,15 @@ the cost-optimal rule against brute force; conservation of touched experts; the 
 Machine (real :class:`CostModel`, no overrides): GPU 4 GB/s, 1 TFLOP/s, 1 us per kernel; PCIe
 1 GB/s + 10 us latency; CPU 0.4 GB/s and 0.4 GFLOP/s (compute-bound from one token); join 5 us;
 host overhead 4 us per forward. Model: 2 MoE layers x 4 experts (top-2) of 20k f16 params (40 kB,
-40 kFLOP per token); attention 1968 params/layer, router 8 x 4, lm_head 2000, no KV. Hence:
+40 kFLOP per token); attention 1968 params/layer (q_dim 1968 / 16 = 123), router 8 x 4, lm_head 2000,
+no KV; score + value products 4 x 123 = 492 FLOP per query and context token per layer (984 over
+the two), at 1 TFLOP/s (``gpu_attn_eff`` 1). Hence:
 
 * expert on the GPU: max(40 kB / 4 GB/s, n x 0.04 us) + 1 kernel = 11 us for n <= 250 tokens;
 * expert on the CPU: max(40 kB / 0.4 GB/s, n x 40 kFLOP / 0.4 GFLOP/s) = 100 n us;
 * one copy: 10 + 40 = 50 us;
 * attention of n tokens after c: (1968 + 32) x 2 B / 4 GB/s + 8 kernels = 9 us, plus the score
-  products 4 x q_dim x (n c + n (n + 1) / 2) FLOP with q_dim = 1968 / 16 = 123: for the micro-batch
+  products 492 x (n c + n (n + 1) / 2) FLOP (sim.machine.attention, causal queries): for the micro-batch
   (n=2, c=0) 1476 FLOP = 0.001476 us, for (n=2, c=2) 3444 FLOP = 0.003444 us;
 * head: 4 us host overhead; the last micro-batch adds the lm_head, 4000 B / 4 GB/s = 1 us.
 """
@@ -28,8 +30,9 @@ from sim.prefill.phase import simulate_prefill
 from tests.sim.doubles import NO_DRAFT, ROUND_HW, ROUND_MODEL
 
 US = 1e-6
-HW = replace(ROUND_HW, cpu_tflops=0.0004)
-MODEL = replace(ROUND_MODEL, n_experts=4, top_k=2, attn_params_per_layer=1968, kv_bytes_per_token=0)
+HW = replace(ROUND_HW, cpu_tflops=0.0004, gpu_attn_eff=1.0)
+MODEL = replace(ROUND_MODEL, n_experts=4, top_k=2, attn_params_per_layer=1968, kv_bytes_per_token=0,
+                attn_flops_per_token=984)
 # 4 prompt tokens x 2 layers x top-2; micro-batches of 2 tokens
 PROMPT = np.array([[[0, 1], [3, 1]], [[0, 2], [3, 1]],      # micro-batch 0
                    [[0, 1], [2, 3]], [[0, 1], [0, 3]]], dtype=np.int16)   # micro-batch 1

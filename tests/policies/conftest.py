@@ -3,6 +3,8 @@ the executors' protocol core with instant transfers (no clock), so that decision
 can be asserted on tiny traces."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from sim.protocol.expert_cache import ExpertCache
@@ -129,3 +131,18 @@ class Driver:
     @property
     def transfers(self) -> int:
         return self.fetches + self.prefetches
+
+
+def brute_force(counts, present, cost, max_fetch=None, wait=0.0):
+    from sim.policies.split import split_time
+
+    """Minimum of split_time over every subset of requested experts sent to the GPU."""
+    req = np.flatnonzero(counts)
+    best = np.inf
+    for bits in itertools.product([False, True], repeat=len(req)):
+        on_gpu = np.zeros(len(counts), dtype=bool)
+        on_gpu[req[list(bits)]] = True
+        if max_fetch is not None and int((on_gpu & ~present).sum()) > max_fetch:
+            continue
+        best = min(best, split_time(counts, on_gpu, present, cost, wait))
+    return best

@@ -1,6 +1,5 @@
 """Fiddler: static popular experts, misses on the CPU; and the per-layer min-max CPU/GPU split
 (:func:`best_split`, which the oracle and AdaSpec use) equals brute force over all 2^k assignments."""
-import itertools
 
 import numpy as np
 import pytest
@@ -8,20 +7,7 @@ import pytest
 from sim.policies import make_policy
 from sim.policies.base import CPU, FETCH, GPU, Signals
 from sim.policies.split import best_split, gpu_lane, split_time, two_ended
-from tests.policies.conftest import Driver, context, costs
-
-
-def brute_force(counts, present, cost, max_fetch=None, wait=0.0):
-    """Minimum of split_time over every subset of requested experts sent to the GPU."""
-    req = np.flatnonzero(counts)
-    best = np.inf
-    for bits in itertools.product([False, True], repeat=len(req)):
-        on_gpu = np.zeros(len(counts), dtype=bool)
-        on_gpu[req[list(bits)]] = True
-        if max_fetch is not None and int((on_gpu & ~present).sum()) > max_fetch:
-            continue
-        best = min(best, split_time(counts, on_gpu, present, cost, wait))
-    return best
+from tests.policies.conftest import Driver, brute_force, context, costs
 
 
 def random_case(rng, E=12, max_tokens=1):

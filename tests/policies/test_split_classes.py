@@ -2,7 +2,6 @@
 placements on random speculative traffic equal to the brute-force best split."""
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ from sim.machine.cost_table import CostTable
 from sim.policies import make_policy
 from sim.policies.split import ExpertTimes, best_split, best_split_phase, split_time
 from sim.policies.split_classes import split_classes
-from tests.policies.conftest import Driver, context, random_counts
+from tests.policies.conftest import Driver, brute_force, context, random_counts
 
 
 def flat_costs(rng, n_max=16) -> CostTable:
@@ -25,19 +24,6 @@ def flat_costs(rng, n_max=16) -> CostTable:
     c = np.where(n > 0, c0 * np.maximum(1.0, n / knee), 0.0)
     return CostTable(gpu_expert_s=g, cpu_expert_s=c, transfer_s=float(rng.uniform(5, 400)),
                      layer_fixed_s=1.0, draft_phase_s=0.0, expert_bytes=1)
-
-
-def brute_force(counts, present, cost, max_fetch=None, wait=0.0):
-    """Minimum of split_time over every subset of requested experts sent to the GPU."""
-    req = np.flatnonzero(counts)
-    best = np.inf
-    for bits in itertools.product([False, True], repeat=len(req)):
-        on_gpu = np.zeros(len(counts), dtype=bool)
-        on_gpu[req[list(bits)]] = True
-        if max_fetch is not None and int((on_gpu & ~present).sum()) > max_fetch:
-            continue
-        best = min(best, split_time(counts, on_gpu, present, cost, wait))
-    return best
 
 
 def test_equal_cost_neighbours_merge_and_others_do_not():

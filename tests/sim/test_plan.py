@@ -142,7 +142,7 @@ def test_cli_llmfit_point(tmp_path):
     assert p.stdout.count("\nbest: ") == 1 and f"\nbest: {best['engine']} " in p.stdout      # the fastest engine placement
     assert "llama-bench -m MODEL.gguf" in p.stdout
     assert "generate_device" in (tmp_path / "ktransformers_rules.yaml").read_text()
-    assert "(80%: " in p.stdout and "extrapolating: no training point on gpu rtx2080, host hedt_ddr4_4ch" in p.stdout
+    assert "(80%: " in p.stdout and "extrapolating: no training point on host hedt_ddr4_4ch" in p.stdout   # the 2080 has (L-755, L-778)
     rows = list(csv.DictReader(open(tmp_path / "placements.csv")))
     n33 = next(r for r in rows if r["knob"] == "n_cpu_moe" and r["value"] == "31")
     assert n33["fits"] == "True" and float(n33["vram_used_gib"]) <= 8.0 and n33["context"] == "4096"

@@ -92,7 +92,5 @@ def token_seconds(policy, cache: ExpertCache, tokens: np.ndarray, ctx: PolicyCon
             counts[:] = 0
             counts[experts] = 1
             where = np.asarray(policy.place(layer, counts, Signals(), cache).where)
-            present = present_row(cache, layer)
-            copies = int(np.count_nonzero((counts > 0) & (where != CPU) & ~present))
-            total += layer_seconds(where, counts, present, ctx, times, sync_s, copies=copies)
+            total += layer_seconds(where, counts, present_row(cache, layer), ctx, times, sync_s)
     return total / max(1, len(tokens))

@@ -125,7 +125,9 @@ def plan_memory(hw: HardwareSpec, model: ModelSpec, draft: DraftSpec, cache_rati
         detail=f" ({model.dense_quant}; experts {model.file_expert_types or model.expert_quant}, {model.attention.upper()} attention)",
     )
     plan = _engine_plan(plan, hw, model, draft, context, cpu_layers, engine)
-    if plan.terms is not None and getattr(engine, "unified_memory", False) and hw.runtime in ("llama_cpp", "ik_llama"):
+    from sim.machine.vram import LLAMA_CPP_RUNTIMES
+
+    if plan.terms is not None and getattr(engine, "unified_memory", False) and hw.runtime in LLAMA_CPP_RUNTIMES:
         plan = replace(plan, spilled=max(0.0, plan.n_slots * plan.expert_bytes - plan.free_for_experts))
     if check and plan.free_for_experts < 0:
         raise ConfigError(

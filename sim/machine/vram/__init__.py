@@ -9,14 +9,15 @@ from __future__ import annotations
 from sim.machine.vram.options import MemoryOptions
 from sim.machine.vram.terms import VramTerms
 
-ENGINE_RUNTIMES = ("llama_cpp", "ik_llama", "ktransformers")
+LLAMA_CPP_RUNTIMES = ("llama_cpp", "ik_llama")     # runtimes that place VRAM as llama.cpp does
+ENGINE_RUNTIMES = LLAMA_CPP_RUNTIMES + ("ktransformers",)
 
 
 def engine_terms(hw, model, draft, context: int, cpu_layers: int, opts: MemoryOptions | None = None,
                  n_slots: int | None = None):
     """The :class:`VramTerms` of ``hw.runtime``'s engine, or None for a runtime without a placement model."""
     opts = opts or MemoryOptions()
-    if hw.runtime in ("llama_cpp", "ik_llama"):
+    if hw.runtime in LLAMA_CPP_RUNTIMES:
         from sim.machine.vram.llamacpp import llamacpp_terms
         return llamacpp_terms(hw, model, draft, context, cpu_layers, opts, n_slots)
     if hw.runtime == "ktransformers":
@@ -25,4 +26,4 @@ def engine_terms(hw, model, draft, context: int, cpu_layers: int, opts: MemoryOp
     return None
 
 
-__all__ = ["ENGINE_RUNTIMES", "MemoryOptions", "VramTerms", "engine_terms"]
+__all__ = ["ENGINE_RUNTIMES", "LLAMA_CPP_RUNTIMES", "MemoryOptions", "VramTerms", "engine_terms"]

@@ -8,7 +8,8 @@ oracles know the future and are left out) twice: all on one runtime (``custom_cu
 compare policies, not implementations) and each on its own system's runtime. Per cell the draft is
 Qwen3-0.6B and the cache ratio 80% of the largest the memory plan fits beside it (at most 0.3).
 Resumable (rows are keyed by run id in OUT_DIR/results.parquet); writes OUT_DIR/cells.md (per cell:
-best other policy, ours, the ratio; with ``--bound`` ours as a fraction of the LP bound on shorter
+the best other policy, i.e. the best that is not ours, ours, the ratio, and ours / AdaSpec, our
+dynamic strategy that spac_auto delegates to; with ``--bound`` ours as a fraction of the LP bound on shorter
 runs of the bounded workloads, since an LP per cell takes seconds to minutes),
 OUT_DIR/ratios.png, and with ``--ablate`` OUT_DIR/ablations.md (each decision switched off).
 """
@@ -24,6 +25,7 @@ from sim.policies import policy_names
 from sim.run.sweep import execute
 
 OURS = "spac_auto"
+OUR_OTHERS = {"adaspec"}    # ours as well (spac_auto delegates to it): reported beside, not as "best other"
 SAME = "custom_cuda"
 EXCLUDED = {"heuristic_oracle", "heuristic_oracle_ar", OURS}
 DRAFT = "qwen3_0_6b"
@@ -113,16 +115,20 @@ def mode_rows(df: pd.DataFrame, mode: str) -> pd.DataFrame:
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per cell: the best other policy, its tok/s, ours, and ours / best."""
+    """Per cell: the best other policy (none of ours), its tok/s, ours, ours / best, and ours / AdaSpec
+    (ours too: the dynamic strategy spac_auto delegates to)."""
     out = []
     for (hw, m, w), g in rows.groupby(["hardware", "model", "workload"], sort=True):
-        others = g[~g.policy.isin(EXCLUDED)].sort_values(["tps", "policy"], ascending=[False, True])
+        others = g[~g.policy.isin(EXCLUDED | OUR_OTHERS)].sort_values(["tps", "policy"], ascending=[False, True])
         ours = g[g.policy == OURS]
+        ada = g[g.policy.isin(OUR_OTHERS)]
         if others.empty or ours.empty:
             continue
         best, tps = others.iloc[0], float(ours.tps.iloc[0])
+        ada_tps = float(ada.tps.max()) if not ada.empty else np.nan
         out.append(dict(hardware=hw, model=m, workload=w, best=best.policy, best_tps=float(best.tps), ours_tps=tps,
-                        ratio=tps / float(best.tps), choice=float(ours.get("auto_choice", pd.Series([np.nan])).iloc[0]),
+                        ratio=tps / float(best.tps), vs_adaspec=tps / ada_tps,
+                        choice=float(ours.get("auto_choice", pd.Series([np.nan])).iloc[0]),
                         switched=float(ours.get("auto_switched", pd.Series([np.nan])).iloc[0])))
     return pd.DataFrame(out)
 
@@ -149,8 +155,10 @@ def markdown(t: pd.DataFrame) -> str:
 def summary(t: pd.DataFrame) -> str:
     """Geometric mean of ours / best, the worst cell, and cells below 0.99."""
     gm = float(np.exp(np.log(t.ratio).mean()))
-    return (f"cells {len(t)}, geometric mean ours/best {gm:.3f}, min {t.ratio.min():.3f}, "
-            f"below 0.99: {int((t.ratio < 0.99).sum())}, at least 1: {int((t.ratio >= 1).sum())}")
+    ada = float(np.exp(np.log(t.vs_adaspec.dropna()).mean()))
+    return (f"cells {len(t)}, geometric mean ours/best other {gm:.3f}, min {t.ratio.min():.3f}, "
+            f"below 0.99: {int((t.ratio < 0.99).sum())}, at least 1: {int((t.ratio >= 1).sum())}; "
+            f"ours/AdaSpec geometric mean {ada:.3f}, min {t.vs_adaspec.min():.3f}")
 
 
 def figure(tables: dict, path: Path) -> None:
@@ -217,18 +225,18 @@ def main() -> None:
     ap.add_argument("--tables-only", action="store_true", help="only the tables and figure from OUT_DIR's "
                     "rows (run ids carry the code version: after a commit a resumed grid would rerun)")
     ap.add_argument("--skip-own", action="store_true", help="leave out the own-runtime runs (cells:own)")
-    ap.add_argument("--others", type=Path, help="run only spac_auto; the other policies' rows come from "
-                    "this earlier OUT_DIR (their code unchanged)")
+    ap.add_argument("--others", type=Path, help="run only ours (spac_auto, AdaSpec); the other policies' rows "
+                    "come from this earlier OUT_DIR (their code unchanged)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     from sim.run.results import read_table
     todo = runs(a.gen, a.ablate, own=not a.skip_own)
     if a.others is not None:
-        todo = [r for r in todo if r["policy"] == OURS]
+        todo = [r for r in todo if r["policy"] in {OURS} | OUR_OTHERS]
     df = read_table(a.out / "results.parquet") if a.tables_only else execute(todo, a.out, n_jobs=a.jobs)
     if a.others is not None:
         prev = read_table(a.others / "results.parquet")
-        df = pd.concat([df, prev[prev.policy != OURS]], ignore_index=True)
+        df = pd.concat([df, prev[~prev.policy.isin({OURS} | OUR_OTHERS)]], ignore_index=True)
     tables = {mode: table(mode_rows(df, mode)) for mode in (("same",) if a.skip_own else ("same", "own"))}
     if a.bound:
         tables["same"] = add_bounds(tables["same"], a.bound_gen, a.bound_workloads.split(","))

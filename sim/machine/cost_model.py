@@ -285,4 +285,6 @@ class CostModel:
             expert_bytes=self.expert_bytes,
             step_fixed_s=self.step_fixed_s(n),
             dram_left_bps=self.dram_left_bps(),
+            layer_fixed_by_n=tuple(self.layer_fixed_s(k, context) for k in range(1, n + 1)),
+            step_fixed_by_n=tuple(self.step_fixed_s(k) for k in range(1, n + 1)),
         )

@@ -23,6 +23,18 @@ class CostTable:
     expert_bytes: int
     step_fixed_s: float = 0.0  # per target forward outside the MoE layers (embeddings, lm_head, host)
     dram_left_bps: float = float("inf")  # host DRAM bytes/s left to CPU experts while a copy runs
+    layer_fixed_by_n: tuple = ()   # layer_fixed for a forward of 1, 2, ... tokens (empty: layer_fixed_s for all)
+    step_fixed_by_n: tuple = ()    # step_fixed for a forward of 1, 2, ... tokens (empty: step_fixed_s for all)
+
+    def layer_fixed(self, n_tokens: int) -> float:
+        """Non-expert GPU time of one layer for a forward of ``n_tokens`` tokens (an autoregressive
+        step is 1, a verify pass of a draft of ``g`` tokens is ``g + 1``); ``layer_fixed_s`` (the
+        run's largest verify window) beyond the table."""
+        return _by_n(self.layer_fixed_by_n, n_tokens, self.layer_fixed_s)
+
+    def step_fixed(self, n_tokens: int) -> float:
+        """Per-forward time outside the MoE layers for ``n_tokens`` tokens (as :meth:`layer_fixed`)."""
+        return _by_n(self.step_fixed_by_n, n_tokens, self.step_fixed_s)
 
     @staticmethod
     def _lookup(table: np.ndarray, n: np.ndarray | int) -> np.ndarray:
@@ -39,3 +51,7 @@ class CostTable:
     def cpu(self, n):
         """CPU time of one expert with ``n`` tokens (vectorised over ``n``)."""
         return self._lookup(self.cpu_expert_s, n)
+
+
+def _by_n(table: tuple, n: int, default: float) -> float:
+    return float(table[n - 1]) if 1 <= n <= len(table) else default

@@ -3,7 +3,7 @@
 Per step, before drafting, the policy picks how many tokens to draft (``choose_gamma``, 0..12)
 by hill climbing on tokens per second: each draft length ``g`` in ``arms`` keeps a decayed
 estimate of produced tokens over the *cost-model* time of its steps (draft decodes, the per-step
-and per-layer fixed parts, each layer's expert phase as :func:`sim.policies.split.split_time` of
+and per-layer fixed parts of a forward of ``g + 1`` tokens, each layer's expert phase as :func:`sim.policies.split.split_time` of
 what was placed, experts still in flight counted as absent: no clock is read). Decoding starts
 autoregressive (``g = 0``, the safe choice) for ``warmup`` steps; then the next longer arm is
 tried for ``probe`` steps, kept while it is faster and abandoned as soon as it is slower (tokens
@@ -162,7 +162,7 @@ class AdaSpec(OffloadPolicy):
 
     def on_step_start(self, step: int, signals: Signals, cache) -> None:
         c = self.ctx.costs
-        self.step_s = self.g * self.draft_s + c.step_fixed_s
+        self.step_s = self.g * self.draft_s + c.step_fixed(self.g + 1)
 
     def on_step_end(self, step: int, n_verified: int, accepted: int) -> None:
         a, k = self.g, self.rate_decay
@@ -188,7 +188,7 @@ class AdaSpec(OffloadPolicy):
             on_gpu, phase = best_split_phase(counts, present, self.ctx.costs, cache.n_free + int(others),
                                              wait, self.memo, self.times)
         cpu = bool(((counts > 0) & ~on_gpu).any())
-        self.step_s += self.ctx.costs.layer_fixed_s + phase + (self.sync_s if cpu else 0.0)
+        self.step_s += self.ctx.costs.layer_fixed(self.g + 1) + phase + (self.sync_s if cpu else 0.0)
         if self.next_layer and layer + 1 < self.ctx.n_layers:
             self._queue_top(layer + 1, cache, 0)
         return Placement(gpu_where(cache, layer, counts, on_gpu))

@@ -63,6 +63,21 @@ def test_measured_tables_override_the_roofline():
     assert table.cpu(4) == pytest.approx(310e-6 + 2 * 10e-6)  # linear extrapolation past the end
 
 
+def test_cost_table_prices_each_forward_size_up_to_the_verify_window():
+    """A policy choosing gamma per step reads the fixed parts of a forward of g + 1 tokens, not the
+    run's largest window: on a GPU slowed to 0.05 TFLOP/s the non-expert weights are compute-bound,
+    so 9 tokens cost more than 1; past the window the largest one stands."""
+    cm = CostModel(dataclasses.replace(HW, gpu_tflops=0.05), M, D)
+    table = cm.cost_table(8, 512)
+    assert len(table.layer_fixed_by_n) == len(table.step_fixed_by_n) == 9
+    for n in (1, 5, 9):
+        assert table.layer_fixed(n) == cm.layer_fixed_s(n, 512)
+        assert table.step_fixed(n) == cm.step_fixed_s(n)
+    assert table.layer_fixed(9) > 1.5 * table.layer_fixed(1)
+    assert table.layer_fixed(12) == table.layer_fixed_s == cm.layer_fixed_s(9, 512)
+    assert table.step_fixed(0) == table.step_fixed_s
+
+
 def test_paper_machine_fits_017_and_fails_near_021():
     plan = plan_memory(HW, M, D, 0.17)
     assert plan.n_slots == round(0.17 * 6144)

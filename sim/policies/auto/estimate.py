@@ -37,17 +37,18 @@ def profile_tokens(profile: np.ndarray | None, n_layers: int, n_experts: int, to
 
 
 def layer_seconds(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx: PolicyContext,
-                  times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0, copies: int | None = None) -> float:
-    """Cost-model time of one layer for a placement ``where`` (GPU/FETCH/STREAM run on the GPU,
+                  times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0, copies: int | None = None,
+                  n_tokens: int = 1) -> float:
+    """Cost-model time of one layer of a forward of ``n_tokens`` tokens for a placement ``where`` (GPU/FETCH/STREAM run on the GPU,
     absent ones after their copy): fixed part, ``max(T_gpu, T_cpu)``, and the CPU/GPU join.
     ``copies``: host-to-device copies the link runs during the layer (default: those this placement
     makes); the CPU's experts share host DRAM with them (:func:`cpu_with_copies`)."""
-    return layer_times(where, counts, present, ctx, times, sync_s, link_wait_s, copies)[1]
+    return layer_times(where, counts, present, ctx, times, sync_s, link_wait_s, copies, n_tokens)[1]
 
 
 def layer_times(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx: PolicyContext,
                 times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0,
-                copies: int | None = None) -> tuple[float, float]:
+                copies: int | None = None, n_tokens: int = 1) -> tuple[float, float]:
     """:func:`layer_seconds` without and with the copies' share of host DRAM (one pass)."""
     req = counts > 0
     on_gpu = req & (where != CPU)
@@ -58,7 +59,7 @@ def layer_times(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx:
         n = int(np.count_nonzero(on_gpu & ~present)) if copies is None else copies
         if n > 0:
             slowed = max(phase, cpu_with_copies(counts[req & ~on_gpu].tolist(), n, ctx.costs, times))
-    base = ctx.costs.layer_fixed_s + (sync_s if cpu else 0.0)
+    base = ctx.costs.layer_fixed(n_tokens) + (sync_s if cpu else 0.0)
     return base + phase, base + slowed
 
 
@@ -87,7 +88,7 @@ def token_seconds(policy, cache: ExpertCache, tokens: np.ndarray, ctx: PolicyCon
     total = 0.0
     counts = np.zeros(ctx.n_experts, dtype=np.int64)
     for token in tokens:
-        total += ctx.costs.step_fixed_s
+        total += ctx.costs.step_fixed(1)
         for layer, experts in enumerate(token):
             counts[:] = 0
             counts[experts] = 1

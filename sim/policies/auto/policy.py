@@ -142,10 +142,10 @@ class SpacAuto(Policy):
         return self.g
 
     def on_step_start(self, step: int, signals: Signals, cache) -> None:
-        self.step_s = self.g * self.draft_s + self.ctx.costs.step_fixed_s
+        self.step_s = self.g * self.draft_s + self.ctx.costs.step_fixed(self.g + 1)
         self.step_free_s = self.step_s
         for s in self.shadows:
-            s["step"] = self.ctx.costs.step_fixed_s
+            s["step"] = self.ctx.costs.step_fixed(1)
         self.active.on_step_start(step, signals, cache)
 
     def on_layer_start(self, layer: int, cache) -> None:
@@ -162,7 +162,8 @@ class SpacAuto(Policy):
             wait = self.ctx.costs.transfer_s if inflight else 0.0
             where = np.asarray(out.where)
             copies = inflight + int(np.count_nonzero((counts > 0) & (where != CPU) & ~cache.resident[layer]))
-            free, slowed = layer_times(where, counts, cache.resident[layer], self.ctx, self.times, SYNC_S, wait, copies)
+            free, slowed = layer_times(where, counts, cache.resident[layer], self.ctx, self.times, SYNC_S, wait, copies,
+                                       self.g + 1)
             self.step_s += slowed
             self.step_free_s += free
             if self.g == 0:

@@ -14,6 +14,8 @@ from sim.machine.presets import ConfigError, build_spec, preset_file, read_yaml
 from sim.paths import CONF_DIR
 from sim.machine.numa import numa_read, placement_of, read_ceiling_gbs
 
+GPU_VENDORS = ("nvidia", "amd")
+
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -28,6 +30,11 @@ class GpuSpec:
     int8_tops: float
     fp8: bool
     sms: int
+    vendor: str = "nvidia"             # nvidia (CUDA) | amd (ROCm/HIP): which driver's context the GPU pays
+
+    def __post_init__(self):
+        if self.vendor not in GPU_VENDORS:
+            raise ConfigError(f"gpu {self.name}: vendor={self.vendor!r}: must be one of {', '.join(GPU_VENDORS)}")
 
 
 @dataclass(frozen=True)
@@ -231,7 +238,8 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         stream_dense=rt.stream_dense,
         cpu_dequant_ops=dict(rt.cpu_dequant_ops or {}), cpu_isa_ops_scale=dict(rt.cpu_isa_ops_scale or {}),
         host_dram_gbs=dram_gbs * h.dram_sustained_frac,
-        host_single_thread_ghz=h.single_thread_ghz, eager_ref_ghz=rt.eager_ref_ghz)
+        host_single_thread_ghz=h.single_thread_ghz, eager_ref_ghz=rt.eager_ref_ghz,
+        cuda_sms=g.sms if g.vendor == "nvidia" else 0)
     flat.update({k: v for k, v in comp.items() if k not in ("name", "gpu", "host", "link", "runtime", "cpu_threads")
                  and v is not None})
     return flat

@@ -166,5 +166,5 @@ def _engine_plan(plan: MemoryPlan, hw: HardwareSpec, model: ModelSpec, draft: Dr
     t = engine_terms(hw, model, draft, context, cpu_layers, engine, plan.n_slots)
     if t is None:
         return plan
-    return replace(plan, reserved=t.context, non_expert=t.model_bytes, draft=t.draft, kv=t.kv + t.draft_kv,
+    return replace(plan, reserved=t.context + t.pool, non_expert=t.model_bytes, draft=t.draft, kv=t.kv + t.draft_kv,
                    workspace=t.compute + t.draft_workspace, terms=t, detail=t.formats or plan.detail)

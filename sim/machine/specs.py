@@ -73,6 +73,7 @@ class HardwareSpec:
     host_dram_gbs: float = 0.0              # sustained host DRAM GB/s shared by CPU kernels and DMA (0: not modelled)
     host_single_thread_ghz: float = 0.0     # the host's max single-core boost clock (0: unknown, per-op cost unscaled)
     eager_ref_ghz: float = 0.0              # the clock gpu_kernel_us is stated at (0: not host-bound, unscaled)
+    cuda_sms: int = 0                       # SMs of an NVIDIA GPU, for its CUDA context (0: unknown or not CUDA)
 
     def __post_init__(self):
         if self.draft_overhead_us is None:

@@ -8,6 +8,7 @@ import yaml
 from sim.machine import specs as config
 from sim.machine.memory_plan import GIB, plan_memory
 from sim.machine.vram import MemoryOptions
+from sim.machine.vram.cuda_context import cuda_context_bytes
 from sim.machine.vram.llamacpp import compute_bytes, kv_bytes, llamacpp_terms, pad
 from sim.machine.vram.options import CACHE_TYPE_BYTES
 
@@ -98,12 +99,12 @@ def test_plan_parts_add_up_and_the_report_prints_each_term():
     plan = plan_memory(HW, m, NONE, 0.5)
     t = plan.terms
     assert plan.non_expert == t.model_bytes and plan.kv == t.kv and plan.workspace == t.compute
-    assert plan.reserved == HW.reserved_gib * GIB
+    assert plan.reserved == t.context + t.pool and t.context == cuda_context_bytes(128)   # the RTX 4090's 128 SMs
     used = plan.vram - plan.free_for_experts + plan.n_slots * plan.expert_bytes
     assert used == pytest.approx(sum(b for _, b in t.rows(plan.n_slots * plan.expert_bytes)))
     text = plan.report()
     for word in ("attention, norms, router", "output head", "expert slots", "KV cache", "compute buffer",
-                 "CUDA context", "token embedding in host memory"):
+                 "CUDA context", "CUDA pool", "token embedding in host memory"):
         assert word in text
     # the generic runtime keeps its own parts (the plan of every other runtime is unchanged)
     generic = plan_memory(config.hardware("rtx4090_pcie4"), m, NONE, 0.5)

@@ -47,11 +47,7 @@ def test_gpt_oss_20b_n_cpu_moe_12_fits_an_rtx2080(context):
                 quant="mxfp4", context=131072, **SHORT))
 
 
-REFUSED = {   # published runs the memory plan still refuses (no configuration that ran may be refused)
-    "C-6": "gpt-oss-120b, experts of blk 0-4 on a 12 GB RTX 4070, 32k q8_0 KV: 0.30 GiB over. The published "
-           "breakdown (model 9697 MiB, 12 MiB free) leaves about 1.9 GiB for the compute buffer (1.63 GiB "
-           "predicted) and the CUDA context of that headless box; the plan's 0.6 GiB CUDA context has no "
-           "source to lower it"}
+REFUSED: dict = {}   # published runs the memory plan still refuses (none: C-6 fits since the CUDA context is per SM)
 
 
 def _published_points():

@@ -25,7 +25,17 @@
   cannot move their ops to the GPU: ik_llama.cpp issue 629 (build 3772, RTX 5090, ``-ub 2048 -rtr``)
   prints the same compute buffer for IQ3_K and Q8_0 experts (1264.01 and 1251.00 MiB, the output
   phase), not one layer's expert tensors more.
-- CUDA context: the runtime's ``reserved_gib``.
+- CUDA context: the primary context's device memory, which grows with the GPU's SM count
+  (:mod:`sim.machine.vram.cuda_context`, ggml-org/llama.cpp PR #23604: 107 MiB with 34 SMs, 555 MiB
+  with 188); the runtime's ``reserved_gib`` for a GPU that is not CUDA or whose SMs are unknown.
+- CUDA pool: ggml-cuda's memory pool (``ggml_cuda_pool``), which holds an op's temporaries outside the
+  compute buffer and keeps its peak mapped; the peak is the larger of two ops' buffers
+  (``ggml/src/ggml-cuda``): ``MUL_MAT_ID`` of a micro-batch (``mmq.cu`` ``ggml_cuda_mul_mat_q``, ids
+  branch: the activations of ``ubatch x top_k`` rows quantized to ``block_q8_1``, 36 B per 32 values,
+  rows padded to 512; for 16-bit experts ``ggml_cuda_mul_mat_id`` copies them sorted, 2 B, and its
+  F32 result, 4 B) and flash attention over a quantized KV cache (``fattn-common.cuh`` ``launch_fattn``:
+  ``K_f16`` / ``V_f16`` of ``ggml_nelements`` of one layer's K and V over the whole context). Not in
+  the load log's buffers, so not in its term tests.
 
 ik_llama.cpp (runtime ``ik_llama``) loads tensors as llama.cpp does (token embedding in host memory:
 ``CUDA_Host buffer size = 630.59 MiB`` in the issue-629 logs, Qwen3-235B's Q8_0 ``token_embd``).
@@ -36,6 +46,7 @@ llama-server's own context default is the model's training context (``common.h``
 """
 from __future__ import annotations
 
+from sim.machine.vram.cuda_context import cuda_context_bytes
 from sim.machine.vram.gguf_layout import dense_format, layout
 from sim.machine.vram.options import MemoryOptions
 from sim.machine.vram.shapes import shapes
@@ -78,6 +89,26 @@ def compute_bytes(m, context: int, opts: MemoryOptions, output_on_gpu: bool, hos
     return max(out, attn, moe)
 
 
+MMQ_ROW_PAD = 512         # MATRIX_ROW_PADDING (ggml-cuda common.cuh): ne10_padded of quantized activations
+Q8_1 = 36 / 32            # block_q8_1: 32 int8 values + two fp16 (d, s)
+_SIXTEEN_BIT = ("f16", "bf16")
+
+
+def pool_bytes(m, context: int, opts: MemoryOptions) -> float:
+    """The peak of ggml-cuda's memory pool: the larger of the MoE matmul's and flash attention's
+    temporaries (the module docstring)."""
+    rows, width = opts.ubatch * m.top_k, max(m.hidden, m.moe_intermediate)
+    if m.expert_quant in _SIXTEEN_BIT:
+        moe = rows * width * (2 + F32)
+    else:
+        moe = rows * pad(width, MMQ_ROW_PAD) * Q8_1
+    fa = 0.0
+    if opts.flash_attn and m.attention == "gqa":
+        elems = pad(context) * shapes(m).kv_width        # one full-context layer's K (or V) elements
+        fa = elems * 2 * ((opts.cache_type_k != "f16") + (opts.cache_type_v != "f16"))
+    return max(moe, fa)
+
+
 def model_parts(m, cpu_layers: int) -> tuple[tuple, float]:
     """((part, bytes), ...) of the GPU model buffer without expert slots, and the host token embedding
     (a GGUF file's own tensor sizes when the model was read from one: :func:`file_parts`)."""
@@ -111,6 +142,13 @@ def file_parts(m, cpu_layers: int) -> tuple[tuple, float]:
     return tuple(parts), m.file_embed_bytes
 
 
+def context_bytes(hw) -> float:
+    """The CUDA context of ``hw``'s GPU: per SM where it is a CUDA GPU of known SM count (the module
+    docstring), else the runtime's ``reserved_gib``."""
+    sms = getattr(hw, "cuda_sms", 0)
+    return cuda_context_bytes(sms) if sms else hw.reserved_gib * GIB
+
+
 def llamacpp_terms(hw, m, draft, context: int, cpu_layers: int, opts: MemoryOptions,
                    n_slots: int | None = None) -> VramTerms:
     """llama.cpp's VRAM terms for ``m`` with ``cpu_layers`` MoE layers whole on the CPU (``-ngl``);
@@ -123,7 +161,7 @@ def llamacpp_terms(hw, m, draft, context: int, cpu_layers: int, opts: MemoryOpti
     return VramTerms(
         model=parts, kv=kv_bytes(m, context, opts, (layers - cpu_layers) / layers),
         compute=compute_bytes(m, context, opts, cpu_layers == 0, host_experts),
-        context=hw.reserved_gib * GIB, draft=draft.weight_bytes, draft_kv=context * draft.kv_bytes_per_token,
+        context=context_bytes(hw), pool=pool_bytes(m, context, opts), draft=draft.weight_bytes, draft_kv=context * draft.kv_bytes_per_token,
         draft_workspace=hw.draft_workspace_gib * GIB if draft.params > 0 else 0.0, host_weights=embed,
         formats=f" ({dense_format(m)} GGUF; experts {m.file_expert_types or m.expert_quant}, "
                 f"{m.attention.upper()} attention)")

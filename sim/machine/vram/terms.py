@@ -10,7 +10,8 @@ GIB = 2 ** 30
 class VramTerms:
     """What stays on the GPU besides the routed-expert slots. ``model`` is the model buffer by part
     (name, bytes); ``kv`` the target's KV cache; ``compute`` the engine's compute buffer (its
-    largest live set of activations); ``context`` the CUDA context and driver reservations;
+    largest live set of activations); ``context`` the CUDA context and driver reservations; ``pool``
+    the peak of the engine's own device memory pool (ggml-cuda's per-op temporaries);
     ``draft`` a draft model's weights and KV; ``host_weights`` what the engine keeps in host memory
     that the generic plan counted in VRAM (llama.cpp's token embedding)."""
 
@@ -18,6 +19,7 @@ class VramTerms:
     kv: float
     compute: float
     context: float
+    pool: float = 0.0
     draft: float = 0.0
     draft_kv: float = 0.0
     draft_workspace: float = 0.0
@@ -34,6 +36,8 @@ class VramTerms:
         rows = [(f"model buffer: {name}", b) for name, b in self.model]
         rows += [("expert slots", slots_bytes), ("KV cache", self.kv), ("compute buffer", self.compute),
                  ("CUDA context", self.context)]
+        if self.pool:
+            rows.append(("CUDA pool", self.pool))
         if self.draft or self.draft_kv or self.draft_workspace:
             rows.append(("draft", self.draft + self.draft_kv + self.draft_workspace))
         return rows

@@ -16,6 +16,7 @@ OUT_DIR/ratios.png, and with ``--ablate`` OUT_DIR/ablations.md (each decision sw
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -48,8 +49,9 @@ ABLATIONS = {"no_placement": {"placement": False}, "no_cpu_compute": {"cpu_compu
 
 def cache_ratio(hw, model: str) -> tuple[float | None, set]:
     """80% of the largest cache ratio the memory plan fits with the draft on every runtime of the
-    cell that fits it at all (at most 0.3), and those runtimes; (None, set()) if ``custom_cuda``
-    does not fit (own-runtime runs on a runtime that does not fit are left out)."""
+    cell that holds at least one expert at that 80% (at most 0.3), and those runtimes; (None, set())
+    if ``custom_cuda`` does not (own-runtime runs on a runtime left out are not made: a runtime that
+    fits a single slot would otherwise shrink the whole cell to no expert at all)."""
     from sim.machine.presets import ConfigError
     from sim.policies.registry import policy_runtime
     from sim.run.resolve import resolve
@@ -62,14 +64,13 @@ def cache_ratio(hw, model: str) -> tuple[float | None, set]:
                                       runtime=rt)).plan
         except (ConfigError, ValueError):
             continue
-        if plan.max_slots > 0:
+        n_total = plan.n_experts_total
+        if 0.8 * plan.max_ratio * n_total >= 1:
             ratios.append(plan.max_ratio)
             fits.add(rt)
-            n_total = plan.n_experts_total
     if SAME not in fits:
         return None, set()
-    r = min(0.3, 0.8 * min(ratios))
-    return (r, fits) if r * n_total >= 1 else (None, set())
+    return min(0.3, 0.8 * min(ratios)), fits
 
 
 def base_cells() -> list[dict]:
@@ -80,6 +81,8 @@ def base_cells() -> list[dict]:
             r, fits = cache_ratio(hw, m)
             if r is not None:
                 out.append(dict(hardware=hw, model=m, draft=DRAFT, cache_ratio=round(r, 4), runtimes=fits))
+            else:
+                print(f"cell {key} / {m} left out: {SAME} fits no expert slot beside the draft", file=sys.stderr)
     return out
 
 

@@ -138,3 +138,22 @@ def test_prefetch_only_where_a_copy_costs_enough_cpu_work(ratio, pays):
         d.core.step_end(s, 1, 0)
     assert pol.prefetching is pays and pol.metrics()["auto_prefetch"] == float(pays)
     assert (pol.metrics()["prefetch_offered"] > 0) is pays
+
+
+@pytest.mark.parametrize("slots, left_per_need, pays", [
+    (2, 0.5, True),      # the cache holds a token's experts per layer: copies may slow the CPU
+    (1, 1.0, True),      # one slot for two layers, but the DRAM left during a copy covers a CPU expert's need
+    (1, 0.5, False),     # neither: every prefetch evicts an expert a coming layer needs and slows the CPU
+])
+def test_prefetch_needs_room_in_the_cache_or_dram_to_spare(slots, left_per_need, pays):
+    """Toy costs (a copy 250, one CPU expert-token 100, so the copy rule holds): with k=1 over two
+    layers the cache holds a token's experts per layer from 2 slots; one CPU expert reads
+    ``expert_bytes`` in 100, so a copy leaves it its full speed while ``dram_left_bps`` >= that rate."""
+    import dataclasses
+    base = costs(n_max=16)
+    need = base.expert_bytes / float(base.cpu(1))
+    pol = make_policy("spac_auto", candidates=["adaspec"])
+    ctx = context(L=2, E=4, k=1, slots=slots, gamma=12, profile=np.ones((2, 4)),
+                  cost=dataclasses.replace(base, dram_left_bps=left_per_need * need))
+    pol.reset(ctx, ExpertCache(2, 4, slots))
+    assert pol.prefetching is pays

@@ -81,10 +81,12 @@ def _run(left_bps: float):
     return pol
 
 
-def test_online_comparison_charges_the_copies():
-    """The running strategy's measured time: the same decisions (they do not read the DRAM figure)
-    cost more with tight DRAM; with one copy in flight, three CPU experts (300 s, k = 0.5 under a
-    250 s copy) take 300 + 250 * 0.5 = 425 s instead of 300."""
+def test_online_comparison_charges_the_copies(monkeypatch):
+    """The running strategy's measured time: the same decisions (prefetching held on in both, so that
+    none reads the DRAM figure) cost more with tight DRAM; with one copy in flight, three CPU experts
+    (300 s, k = 0.5 under a 250 s copy) take 300 + 250 * 0.5 = 425 s instead of 300."""
+    from sim.policies.auto.policy import SpacAuto
+    monkeypatch.setattr(SpacAuto, "prefetch_pays", lambda self, costs: True)
     loose, tight = _run(float("inf")), _run(0.005)
     assert loose.sec == pytest.approx(loose.sec_free)
     assert tight.sec_free == pytest.approx(loose.sec_free) and tight.sec >= tight.sec_free

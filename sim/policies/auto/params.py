@@ -31,7 +31,10 @@ class SpacAutoParams:
         one expert for one token (``transfer_s >= ratio * cpu(1)``, read from ``ctx.costs`` at load
         time; 2.0). Where the link is about as fast as the host's DRAM stream, a copy takes the host
         DRAM the CPU's experts need (the cost model's shared DRAM) and prefetching costs more than it
-        earns (on the policy_cells grid: DDR4 3090, 5070 Ti and 5090 hosts, ratio 1.2-1.4).
+        earns (on the policy_cells grid: DDR4 3090, 5070 Ti and 5090 hosts, ratio 1.2-1.4). Beyond
+        this ratio the dynamic strategy still does not prefetch where a copy slows the CPU's experts
+        (shared DRAM) and the cache holds fewer slots than one token's experts per layer
+        (:meth:`SpacAuto.prefetch_pays`).
     speculation: let the dynamic strategy draft (off: autoregressive only).
     adaptive_gamma: choose the draft length per step (off: a fixed ``fixed_gamma``).
     fixed_gamma: the draft length when ``adaptive_gamma`` is off (8, the paper's).

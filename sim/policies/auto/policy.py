@@ -25,6 +25,7 @@ import copy
 
 import numpy as np
 
+from sim.machine.cost_model import dram_speed
 from sim.policies.adaspec import AdaSpecParams
 from sim.policies.auto.estimate import layer_seconds, layer_times, loaded_cache, profile_tokens, token_seconds
 from sim.policies.auto.params import SpacAutoParams
@@ -85,8 +86,17 @@ class SpacAuto(Policy):
 
     def prefetch_pays(self, costs) -> bool:
         """Whether the dynamic strategy prefetches on this machine and model: one copy must cost at
-        least ``prefetch_min_ratio`` CPU computations of one expert for one token."""
-        return bool(self.params.prefetch and costs.transfer_s >= self.params.prefetch_min_ratio * float(costs.cpu(1)))
+        least ``prefetch_min_ratio`` CPU computations of one expert for one token, and a prefetch must
+        not lose on both counts a copy can: the copy takes host DRAM the CPU's experts need (the cost
+        model's shared DRAM: :func:`dram_speed` below 1 for one expert's computation while a copy
+        runs) and the cache holds fewer slots than one token's experts per layer (``n_slots < top_k x
+        n_layers``), so every prefetched expert evicts one that a coming layer needs."""
+        if not self.params.prefetch or costs.transfer_s < self.params.prefetch_min_ratio * float(costs.cpu(1)):
+            return False
+        c = self.ctx
+        room = c.n_slots >= c.top_k * c.n_layers
+        free_dram = dram_speed(costs.expert_bytes, float(costs.cpu(1)), costs.dram_left_bps) >= 1.0
+        return bool(room or free_dram)
 
     def _fresh(self, i: int, cache):
         pol = copy.deepcopy(self.runs[i])

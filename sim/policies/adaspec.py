@@ -188,6 +188,7 @@ class AdaSpec(OffloadPolicy):
             on_gpu, phase = best_split_phase(counts, present, self.ctx.costs, cache.n_free + int(others),
                                              wait, self.memo, self.times)
         cpu = bool(((counts > 0) & ~on_gpu).any())
+        self.last_phase = phase                 # this layer's expert phase, for a wrapper that prices it (spac_auto)
         self.step_s += self.ctx.costs.layer_fixed(self.g + 1) + phase + (self.sync_s if cpu else 0.0)
         if self.next_layer and layer + 1 < self.ctx.n_layers:
             self._queue_top(layer + 1, cache, 0)

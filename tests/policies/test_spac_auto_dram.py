@@ -94,6 +94,12 @@ def test_online_comparison_charges_the_copies(monkeypatch):
     assert tight.shadows and not cache.inflight.any() and not cache.resident[0, :3].any()
     cache.inflight[0, 3] = True
     tight.on_step_start(12, Signals(), cache)
-    out = tight.place(0, np.array([1, 1, 1, 0]), Signals(), cache)
+    before = tight.step_free_s
+    counts = np.array([1, 1, 1, 0])
+    out = tight.place(0, counts, Signals(), cache)
     assert (np.asarray(out.where)[:3] == CPU).all()
     assert tight.step_s - tight.step_free_s == pytest.approx(125.0)
+    # the expert phase AdaSpec priced is reused; it equals the phase priced from scratch
+    ref = layer_times(np.asarray(out.where), counts, cache.resident[0], tight.ctx, ExpertTimes(tight.ctx.costs),
+                      30e-6, tight.ctx.costs.transfer_s, 1, tight.g + 1)
+    assert tight.step_free_s - before == pytest.approx(ref[0], rel=1e-12)

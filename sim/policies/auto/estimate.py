@@ -48,12 +48,14 @@ def layer_seconds(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ct
 
 def layer_times(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx: PolicyContext,
                 times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0,
-                copies: int | None = None, n_tokens: int = 1) -> tuple[float, float]:
-    """:func:`layer_seconds` without and with the copies' share of host DRAM (one pass)."""
+                copies: int | None = None, n_tokens: int = 1, phase: float | None = None) -> tuple[float, float]:
+    """:func:`layer_seconds` without and with the copies' share of host DRAM (one pass); ``phase``:
+    the placement's expert phase when the caller has it already (the policy that placed it priced it)."""
     req = counts > 0
     on_gpu = req & (where != CPU)
     cpu = bool((req & ~on_gpu).any())
-    phase = split_time(counts, on_gpu, present, ctx.costs, link_wait_s, times=times)
+    if phase is None:
+        phase = split_time(counts, on_gpu, present, ctx.costs, link_wait_s, times=times)
     slowed = phase
     if cpu and ctx.costs.dram_left_bps != float("inf"):
         n = int(np.count_nonzero(on_gpu & ~present)) if copies is None else copies

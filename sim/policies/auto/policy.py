@@ -80,6 +80,7 @@ class SpacAuto(Policy):
         self.restore: Restore | None = None
         self.switched = False
         self.shadows = self._shadows() if self.params.switch and self._dynamic(self.choice) else []
+        self.ar_steps: list[list] = []
         self.tok = self.sec = self.sec_free = 0.0
         self.g = 0
         self.cache_ref = cache
@@ -141,6 +142,21 @@ class SpacAuto(Policy):
                 out.append(dict(i=i, pol=pol, cache=scratch, sec=0.0, tok=0, step=0.0))
         return out
 
+    def _price_shadows(self) -> None:
+        """Each static shadow's cost-model time over the autoregressive steps recorded since the start:
+        its own placement (on its static set, which never changes) of each recorded layer's counts,
+        costed as the running strategy's layers are. Deferred to the check (the shadows' decisions do
+        not depend on when they are priced), so it costs the per-layer path nothing."""
+        for s in self.shadows:
+            for step in self.ar_steps:
+                t = self.ctx.costs.step_fixed(1)
+                for layer, counts in step:
+                    w = np.asarray(s["pol"].place(layer, counts, Signals(), s["cache"]).where)
+                    t += layer_seconds(w, counts, present_row(s["cache"], layer), self.ctx, self.times, SYNC_S)
+                s["sec"] += t
+                s["tok"] += 1
+        self.ar_steps = []
+
     def initial_residency(self):
         return self.active.initial_residency()
 
@@ -154,8 +170,8 @@ class SpacAuto(Policy):
     def on_step_start(self, step: int, signals: Signals, cache) -> None:
         self.step_s = self.g * self.draft_s + self.ctx.costs.step_fixed(self.g + 1)
         self.step_free_s = self.step_s
-        for s in self.shadows:
-            s["step"] = self.ctx.costs.step_fixed(1)
+        if self.shadows and self.g == 0:
+            self.ar_steps.append([])           # this step's (layer, counts), priced for the shadows at the check
         self.active.on_step_start(step, signals, cache)
 
     def on_layer_start(self, layer: int, cache) -> None:
@@ -172,14 +188,13 @@ class SpacAuto(Policy):
             wait = self.ctx.costs.transfer_s if inflight else 0.0
             where = np.asarray(out.where)
             copies = inflight + int(np.count_nonzero((counts > 0) & (where != CPU) & ~cache.resident[layer]))
+            phase = getattr(self.active, "last_phase", None) if self.params.cpu_compute else None
             free, slowed = layer_times(where, counts, cache.resident[layer], self.ctx, self.times, SYNC_S, wait, copies,
-                                       self.g + 1)
+                                       self.g + 1, phase)
             self.step_s += slowed
             self.step_free_s += free
             if self.g == 0:
-                for s in self.shadows:
-                    w = np.asarray(s["pol"].place(layer, counts, Signals(), s["cache"]).where)
-                    s["step"] += layer_seconds(w, counts, present_row(s["cache"], layer), self.ctx, self.times, SYNC_S)
+                self.ar_steps[-1].append((layer, np.array(counts, copy=True)))
         return out
 
     def on_layer_end(self, layer: int, counts: np.ndarray, cache) -> None:
@@ -192,10 +207,6 @@ class SpacAuto(Policy):
         self.tok += accepted + 1
         self.sec += self.step_s
         self.sec_free += self.step_free_s
-        for s in self.shadows:
-            if self.g == 0:
-                s["sec"] += s["step"]
-                s["tok"] += 1
         if step + 1 >= self.params.window:
             self._check()
 
@@ -206,6 +217,7 @@ class SpacAuto(Policy):
             slow = self.sec_free / self.sec if self.sec > 0 else 1.0   # leaves out its copies' DRAM share)
             rate = max(rate, self.active.best_rate() * slow)
         best, best_rate = None, rate / (1.0 - self.params.margin)
+        self._price_shadows()
         for s in self.shadows:
             r = s["tok"] / s["sec"] if s["sec"] > 0 else 1.0 / self.estimates[s["i"]]
             if r > best_rate:

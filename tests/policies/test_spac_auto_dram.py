@@ -9,7 +9,7 @@ import pytest
 
 from sim.machine.cost_model import GB, CostModel, dram_cpu_time, dram_speed
 from sim.policies import make_policy
-from sim.policies.auto.estimate import cpu_with_copies, layer_seconds, layer_times
+from sim.policies.auto.estimate import LayerRun, cpu_with_copies, layer_seconds, layer_times
 from sim.policies.base import CPU, FETCH, GPU, Signals
 from sim.policies.split import ExpertTimes
 from tests.policies.conftest import Driver, context, costs, random_counts
@@ -54,15 +54,15 @@ def test_layer_times_slow_only_the_cpu_side_while_copying():
     counts = np.array([1, 1, 0, 0])
     present = np.array([False, True, False, False])
     where = np.array([CPU, GPU, CPU, CPU])
-    free, slowed = layer_times(where, counts, present, ctx, t, 5.0, 0.0, 1)
+    free, slowed = layer_times(where, counts, present, ctx, t, 5.0, LayerRun(0.0, 1))
     assert free == pytest.approx(20.0 + 100.0 + 5.0)          # fixed + max(cpu 100, gpu 10) + sync
     assert slowed == pytest.approx(20.0 + 200.0 + 5.0)        # the CPU expert at half speed
     # the placement's own copy: expert 0 fetched, nothing on the CPU -> no contention
     where2 = np.array([FETCH, GPU, CPU, CPU])
     own = layer_seconds(where2, counts, present, ctx, t, 5.0)
-    assert own == layer_times(where2, counts, present, ctx, t, 5.0, 0.0, 0)[0]
+    assert own == layer_times(where2, counts, present, ctx, t, 5.0, LayerRun(0.0, 0))[0]
     # DRAM not modelled: equal
-    f, s = layer_times(where, counts, present, context(), ExpertTimes(costs()), 5.0, 0.0, 3)
+    f, s = layer_times(where, counts, present, context(), ExpertTimes(costs()), 5.0, LayerRun(0.0, 3))
     assert f == s
     assert dram_cpu_time(100.0, 0.5, 250.0) == 200.0
 
@@ -101,5 +101,5 @@ def test_online_comparison_charges_the_copies(monkeypatch):
     assert tight.step_s - tight.step_free_s == pytest.approx(125.0)
     # the expert phase AdaSpec priced is reused; it equals the phase priced from scratch
     ref = layer_times(np.asarray(out.where), counts, cache.resident[0], tight.ctx, ExpertTimes(tight.ctx.costs),
-                      30e-6, tight.ctx.costs.transfer_s, 1, tight.g + 1)
+                      30e-6, LayerRun(tight.ctx.costs.transfer_s, 1, tight.g + 1))
     assert tight.step_free_s - before == pytest.approx(ref[0], rel=1e-12)

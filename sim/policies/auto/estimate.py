@@ -16,6 +16,8 @@ CPU experts slow down while the link copies (:func:`cpu_with_copies`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from sim.machine.cost_model import dram_cpu_time, dram_speed
@@ -36,32 +38,44 @@ def profile_tokens(profile: np.ndarray | None, n_layers: int, n_experts: int, to
     return np.argsort(-keys, axis=2, kind="stable")[:, :, :top_k]
 
 
+@dataclass(frozen=True)
+class LayerRun:
+    """What runs beside a layer's placement: ``link_wait_s`` until the link is free (a copy already on
+    it), ``copies`` host-to-device copies during the layer (None: those the placement makes; they
+    share host DRAM with the CPU's experts, :func:`cpu_with_copies`), ``n_tokens`` in the forward
+    (1 autoregressive, g + 1 for a verify of g drafts), and the placement's expert ``phase`` when the
+    policy that placed it priced it already (None: priced here)."""
+
+    link_wait_s: float = 0.0
+    copies: int | None = None
+    n_tokens: int = 1
+    phase: float | None = None
+
+
 def layer_seconds(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx: PolicyContext,
-                  times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0, copies: int | None = None,
-                  n_tokens: int = 1) -> float:
-    """Cost-model time of one layer of a forward of ``n_tokens`` tokens for a placement ``where`` (GPU/FETCH/STREAM run on the GPU,
-    absent ones after their copy): fixed part, ``max(T_gpu, T_cpu)``, and the CPU/GPU join.
-    ``copies``: host-to-device copies the link runs during the layer (default: those this placement
-    makes); the CPU's experts share host DRAM with them (:func:`cpu_with_copies`)."""
-    return layer_times(where, counts, present, ctx, times, sync_s, link_wait_s, copies, n_tokens)[1]
+                  times: ExpertTimes, sync_s: float) -> float:
+    """Cost-model time of one autoregressive layer for a placement ``where`` (GPU/FETCH/STREAM run on
+    the GPU, absent ones after their copy): fixed part, ``max(T_gpu, T_cpu)``, and the CPU/GPU join;
+    the CPU's experts share host DRAM with this placement's copies (:func:`layer_times`)."""
+    return layer_times(where, counts, present, ctx, times, sync_s)[1]
 
 
 def layer_times(where: np.ndarray, counts: np.ndarray, present: np.ndarray, ctx: PolicyContext,
-                times: ExpertTimes, sync_s: float, link_wait_s: float = 0.0,
-                copies: int | None = None, n_tokens: int = 1, phase: float | None = None) -> tuple[float, float]:
-    """:func:`layer_seconds` without and with the copies' share of host DRAM (one pass); ``phase``:
-    the placement's expert phase when the caller has it already (the policy that placed it priced it)."""
+                times: ExpertTimes, sync_s: float, run: LayerRun = LayerRun()) -> tuple[float, float]:
+    """The layer's time without and with the copies' share of host DRAM (one pass), for what ``run``
+    says runs beside it."""
     req = counts > 0
     on_gpu = req & (where != CPU)
     cpu = bool((req & ~on_gpu).any())
+    phase = run.phase
     if phase is None:
-        phase = split_time(counts, on_gpu, present, ctx.costs, link_wait_s, times=times)
+        phase = split_time(counts, on_gpu, present, ctx.costs, run.link_wait_s, times=times)
     slowed = phase
     if cpu and ctx.costs.dram_left_bps != float("inf"):
-        n = int(np.count_nonzero(on_gpu & ~present)) if copies is None else copies
+        n = int(np.count_nonzero(on_gpu & ~present)) if run.copies is None else run.copies
         if n > 0:
             slowed = max(phase, cpu_with_copies(counts[req & ~on_gpu].tolist(), n, ctx.costs, times))
-    base = ctx.costs.layer_fixed(n_tokens) + (sync_s if cpu else 0.0)
+    base = ctx.costs.layer_fixed(run.n_tokens) + (sync_s if cpu else 0.0)
     return base + phase, base + slowed
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from sim.machine.cost_model import dram_speed
 from sim.policies.adaspec import AdaSpecParams
-from sim.policies.auto.estimate import layer_seconds, layer_times, loaded_cache, profile_tokens, token_seconds
+from sim.policies.auto.estimate import LayerRun, layer_seconds, layer_times, loaded_cache, profile_tokens, token_seconds
 from sim.policies.auto.params import SpacAutoParams
 from sim.policies.auto.restore import Restore
 from sim.policies.base import CPU, FETCH, Placement, Policy, Signals
@@ -189,8 +189,8 @@ class SpacAuto(Policy):
             where = np.asarray(out.where)
             copies = inflight + int(np.count_nonzero((counts > 0) & (where != CPU) & ~cache.resident[layer]))
             phase = getattr(self.active, "last_phase", None) if self.params.cpu_compute else None
-            free, slowed = layer_times(where, counts, cache.resident[layer], self.ctx, self.times, SYNC_S, wait, copies,
-                                       self.g + 1, phase)
+            free, slowed = layer_times(where, counts, cache.resident[layer], self.ctx, self.times, SYNC_S,
+                                       LayerRun(wait, copies, self.g + 1, phase))
             self.step_s += slowed
             self.step_free_s += free
             if self.g == 0:

@@ -139,7 +139,7 @@ class SpacAuto(Policy):
                 pol = self._fresh(i, scratch)
                 for layer, expert in pol.initial_residency():
                     scratch.load(int(layer), int(expert))
-                out.append(dict(i=i, pol=pol, cache=scratch, sec=0.0, tok=0, step=0.0))
+                out.append(dict(i=i, pol=pol, cache=scratch, sec=0.0, tok=0))
         return out
 
     def _price_shadows(self) -> None:

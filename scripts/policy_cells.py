@@ -1,6 +1,6 @@
 """Every (machine, model, workload) cell: ``spac_auto`` against every other registered policy.
 
-    PYTHONPATH=. python scripts/policy_cells.py OUT_DIR [--gen 48] [--jobs 2] [--ablate] [--skip-own] [--bound]
+    PYTHONPATH=. python scripts/policy_cells.py OUT_DIR [--gen 128] [--jobs 2] [--ablate] [--skip-own] [--bound]
         [--bound-gen 16] [--bound-workloads alpaca]
 
 Six machines x five models x three workloads. Each cell runs every registered policy (the heuristic
@@ -220,7 +220,7 @@ def main() -> None:
     from traces.atomic import atomic_write_bytes
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--gen", type=int, default=48)
+    ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--ablate", action="store_true")
     ap.add_argument("--bound", action="store_true", help="ours against the LP bound (slow: per cell an LP)")

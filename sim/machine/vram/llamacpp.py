@@ -145,8 +145,7 @@ def file_parts(m, cpu_layers: int) -> tuple[tuple, float]:
 def context_bytes(hw) -> float:
     """The CUDA context of ``hw``'s GPU: per SM where it is a CUDA GPU of known SM count (the module
     docstring), else the runtime's ``reserved_gib``."""
-    sms = getattr(hw, "cuda_sms", 0)
-    return cuda_context_bytes(sms) if sms else hw.reserved_gib * GIB
+    return cuda_context_bytes(hw.cuda_sms) if hw.cuda_sms else hw.reserved_gib * GIB
 
 
 def llamacpp_terms(hw, m, draft, context: int, cpu_layers: int, opts: MemoryOptions,

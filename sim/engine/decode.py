@@ -79,6 +79,7 @@ class Engine:
         self.context0, self.rng, self.recorded = context0, np.random.default_rng(seed), recorded
         self.events: list | None = [] if timeline else None
         self.warm = warm
+        self.beside = 0.0   # this step's GPU seconds beside the CPU experts per layer (CostModel.gpu_beside_s)
         self.may_prefetch = policy.prefetches()
         self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
                          coalesce=coalesce, prefetches=self.may_prefetch)
@@ -141,6 +142,7 @@ class Engine:
             yield from self._gpu_fixed(head, "embed+lm_head", "step_fixed_s",
                                        "CPU" if self.policy.output_on_cpu else "GPU")
             attention = cost.layer_fixed_s(n, context)
+            self.beside = cost.gpu_beside_s(n)   # shared experts on the GPU beside the CPU experts (0: none)
             cpu_attention = cost.cpu_layer_fixed_s(n, context) if self.policy.cpu_layers else 0.0
             for layer in range(n_layers):
                 on_cpu = layer in cpu_layers
@@ -180,19 +182,20 @@ class Engine:
             jobs = lands = wait_gpu = ()
         link.wake()  # place() may have queued prefetches (next-layer predictions)
         t1 = env.now
-        delay, gpu_end, gpu_busy = layer_end_delay(plan.gpu_s, plan.cpu_s, t1, lands, wait_gpu, self.sync_s)
+        gpu_s = plan.gpu_s + (0.0 if attn_on_cpu else self.beside)
+        delay, gpu_end, gpu_busy = layer_end_delay(gpu_s, plan.cpu_s, t1, lands, wait_gpu, self.sync_s)
         cpu_s = plan.cpu_s
         k = self.cost.dram_share(len(plan.cpu) * self.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
         if k < 1.0 and link.prefetch_enabled and self.may_prefetch:
             # host DRAM shared with the link's DMA: the CPU slows while copies run, and prefetches
             # may start at any time, so the CPU's progress is re-measured against the link
             cpu_s, now = yield from self._cpu_with_dma(t1, cpu_s, k)
-            delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
+            delay = layer_end_delay(gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
             yield timeout_at(env, now + max(0.0, t1 + delay - now))
         else:
             if k < 1.0:   # only demand copies: the link is busy back to back until demand_tail
                 cpu_s = dram_cpu_time(cpu_s, k, max(0.0, max(link.busy_until, link.demand_tail) - t1))
-                delay = layer_end_delay(plan.gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
+                delay = layer_end_delay(gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)[0]
             yield env.timeout(delay)
         for job in jobs:  # a copy nobody computes may land at the layer's very end: let it land first
             if not job.done:

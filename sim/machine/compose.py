@@ -110,6 +110,7 @@ class RuntimeSpec:
     gpu_ops_per_expert: int = 1     # eager ops (kernel launches) per GPU expert call: 1 = one fused launch
     gpu_quant_ops: dict | None = None   # format -> extra eager ops per GPU linear (HQQ's meta dequantize)
     stream_dense: bool = False      # a layer offloaded whole (vLLM UVA) also reads its dense weights over PCIe
+    shared_overlap: bool = False    # one-token forwards run the shared experts on the GPU while the CPU experts run
     cpu_dequant_ops: dict | None = None    # expert/dense format -> FLOP-equivalent vector ops per weight per token
     cpu_isa_ops_scale: dict | None = None  # host ISA -> multiplier on cpu_dequant_ops (no VNNI on AVX2, ...)
     eager_ref_ghz: float = 0.0     # single_thread_ghz of the host gpu_kernel_us was fitted on (0: per-op cost not host-bound)
@@ -235,7 +236,7 @@ def compose(comp: dict, runtime: RuntimeSpec) -> dict:
         gpu_attn_eff=rt.gpu_attn_eff,
         sample_us=rt.sample_us, gpu_graph_kernel_us=rt.gpu_graph_kernel_us, cpu_isa=h.isa,
         gpu_ops_per_expert=rt.gpu_ops_per_expert, gpu_quant_ops=dict(rt.gpu_quant_ops or {}),
-        stream_dense=rt.stream_dense,
+        stream_dense=rt.stream_dense, shared_overlap=rt.shared_overlap,
         cpu_dequant_ops=dict(rt.cpu_dequant_ops or {}), cpu_isa_ops_scale=dict(rt.cpu_isa_ops_scale or {}),
         host_dram_gbs=dram_gbs * h.dram_sustained_frac,
         host_single_thread_ghz=h.single_thread_ghz, eager_ref_ghz=rt.eager_ref_ghz,

@@ -190,10 +190,11 @@ class CostModel:
         """Attention, router and shared experts of one MoE layer on the GPU for ``n_tokens`` tokens:
         the weight kernels (a roofline on the weights and their FLOPs), then the attention kernel over
         the ``context`` tokens in the cache (KV read and score/value FLOPs at ``gpu_attn_eff``
-        overlapped, :func:`sim.machine.attention.attention_kernel_s`), then the launches."""
+        overlapped, :func:`sim.machine.attention.attention_kernel_s`), then the launches. The shared
+        experts are left out where they run beside the CPU experts (:meth:`gpu_beside_s`)."""
         hw, m = self.hw, self.model
         bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
-        shared = m.shared_params
+        shared = 0 if self.shared_beside(n_tokens) else m.shared_params
         weight_bytes = (m.attn_params_per_layer + m.hidden * m.n_experts + shared) * m.bytes_per_param
         flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
         compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
@@ -201,6 +202,25 @@ class CostModel:
                    + 4 * self.quant_ops(m.dense_quant))            # q, k, v, o projections
         attn = attention_kernel_s(*layer_attention_work(m, n_tokens, context), bw, hw.gpu_tflops * 1e12 * hw.gpu_attn_eff)
         return max(weight_bytes / bw, compute) + attn + kernels * self.kernel_us * US
+
+    def shared_beside(self, n_tokens: int) -> bool:
+        """Whether a forward of ``n_tokens`` computes the shared experts on the GPU while the CPU
+        computes the routed experts: the runtime's ``shared_overlap``, for one-token forwards only
+        (kTransformers' MoE blocks, ``operators/experts.py``: ``if sequence_length == 1``, submit the
+        CPU experts, run ``self.shared_expert(...)`` on the GPU, then ``sync_for_one_decode()``; a
+        longer forward runs them one after the other)."""
+        return bool(self.hw.shared_overlap and n_tokens == 1 and self.model.shared_params)
+
+    def gpu_beside_s(self, n_tokens: int) -> float:
+        """GPU seconds of one MoE layer that run beside its CPU experts (0 unless :meth:`shared_beside`):
+        the shared experts' weights and FLOPs (a roofline) and their launches. The engine adds them to
+        the layer's GPU lane, which the CPU's experts run in parallel with."""
+        if not self.shared_beside(n_tokens):
+            return 0.0
+        hw, m = self.hw, self.model
+        bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
+        compute = 2.0 * n_tokens * m.shared_params / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
+        return max(m.shared_params * m.bytes_per_param / bw, compute) + hw.kernels_per_shared_expert * self.kernel_us * US
 
     def cpu_layer_fixed_s(self, n_tokens: int, context: int) -> float:
         """Attention, router and shared experts of one MoE layer computed on the CPU (a layer

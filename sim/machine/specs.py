@@ -67,6 +67,7 @@ class HardwareSpec:
     gpu_ops_per_expert: int = 1             # GPU kernel launches (eager ops) per GPU expert call
     gpu_quant_ops: dict | None = None       # format -> extra eager ops per GPU linear of that format
     stream_dense: bool = False              # a streamed (UVA) layer's dense weights cross the link too
+    shared_overlap: bool = False            # one-token forwards: shared experts on the GPU beside the CPU experts
     cpu_isa: str = ""                       # the host's widest ISA (avx2 | avx512 | amx)
     cpu_dequant_ops: dict | None = None     # format -> FLOP-equivalent CPU ops per weight per token (2 if absent)
     cpu_isa_ops_scale: dict | None = None   # ISA -> multiplier on cpu_dequant_ops

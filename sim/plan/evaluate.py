@@ -136,6 +136,7 @@ class StaticTable:
         self.gpu = np.where(on, self.cost.gpu_expert_table()[c], 0.0)
         self.cpu = np.where(on, self.cost.cpu_expert_table()[c], 0.0)
         self.sync = self.cost.layer_sync_s()
+        self.beside = np.array([self.cost.gpu_beside_s(int(n)) for n in self.sched.n_verify])[:, None]
         self.parts = self._fixed_parts(setting.prompt_tokens)
         self.fixed_s = self.parts["draft"] + self.parts["head_gpu"] + m.n_layers * self.parts["attn_gpu"]
         self.tokens = int(self.sched.produced.sum())
@@ -157,10 +158,11 @@ class StaticTable:
             context += int(s.produced[step])
         return parts
 
-    def layer_s(self, mask: np.ndarray) -> np.ndarray:
-        """Seconds of each MoE layer's experts over the run under ``mask``."""
+    def layer_s(self, mask: np.ndarray, beside: bool = True) -> np.ndarray:
+        """Seconds of each MoE layer's experts over the run under ``mask``; ``beside``: the GPU also
+        runs the shared experts where the runtime overlaps them with the CPU's (a layer on the GPU)."""
         mask = np.asarray(mask, dtype=bool)
-        g = np.einsum("sle,le->sl", self.gpu, mask.astype(float))
+        g = np.einsum("sle,le->sl", self.gpu, mask.astype(float)) + (self.beside if beside else 0.0)
         c = np.einsum("sle,le->sl", self.cpu, (~mask).astype(float))
         return (np.maximum(g, c) + self.sync * (c > 0)).sum(axis=0)
 
@@ -177,7 +179,8 @@ class StaticTable:
         n_layer - n_gpu_layers``; the output layer is offloaded only past the last block). ``n > L``
         is the GPU-only forward: price it on a table built with ``all_gpu=True``."""
         L = self.gpu.shape[1]
-        on_gpu, on_cpu = self.whole_layer_s()
+        on_gpu = self.whole_layer_s()[0]
+        on_cpu = self.layer_s(np.zeros(self.gpu.shape[1:], bool), beside=False)   # the whole layer on the CPU
         c = L - min(int(n_gpu_layers), L)
         p = self.parts
         head = p["head_cpu"] if n_gpu_layers <= L else p["head_gpu"]

@@ -38,7 +38,7 @@ def how_sure(runtime: str, path=TRAIN, doc=REPO / "docs" / "fidelity.md") -> str
     n, sources = support(path).get(runtime, (0, ()))
     if n == 0:
         return "uncalibrated: no published measurement in conf/validation/train.yaml runs on it"
-    err = runtime_error_row(doc, runtime)
+    err = runtime_error_row(doc, runtime, n)
     errs = f", median error {err[1]}%" if err else ""
     body = (f"{n} published point{'s' if n != 1 else ''} from {len(sources)} source{'s' if len(sources) != 1 else ''}"
             f" ({', '.join(sources)}){errs}")

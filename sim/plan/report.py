@@ -79,15 +79,18 @@ def vram_parts(c: Candidate) -> str:
     return f"{vram_used(p) / GIB:.2f} of {p.vram / GIB:.1f} GiB ({body})"
 
 
-def runtime_error_row(path, runtime: str) -> tuple[str, str] | None:
+def runtime_error_row(path, runtime: str, n_points: int | None = None) -> tuple[str, str] | None:
     """(points, median % error) of ``runtime`` in the first "by runtime:" table of ``path``
-    (``NAME  n  median%  within%`` rows, as validate prints them), or None."""
+    (``NAME  n  median%  within%`` rows, as validate prints them) whose row counts ``n_points``
+    (any count when None: an older table of a smaller training set is never quoted), or None."""
     if not path.exists():
         return None
-    _, found, rest = path.read_text().partition("by runtime:")
-    table = rest.split("\n\n", 1)[0] if found else ""
-    m = re.search(rf"^{re.escape(runtime)}\s+(\d+)\s+(\d+(?:\.\d+)?)%", table, flags=re.M)
-    return (m.group(1), m.group(2)) if m else None
+    for part in path.read_text().split("by runtime:")[1:]:
+        table = part.split("\n\n", 1)[0]
+        m = re.search(rf"^{re.escape(runtime)}\s+(\d+)\s+(\d+(?:\.\d+)?)%", table, flags=re.M)
+        if m and (n_points is None or int(m.group(1)) == n_points):
+            return m.group(1), m.group(2)
+    return None
 
 
 def write_csv(path: Path, cands: list[Candidate], inputs: dict) -> None:

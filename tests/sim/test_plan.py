@@ -187,3 +187,17 @@ def test_how_sure_reads_the_runtimes_row_of_the_validate_table(tmp_path):
     assert runtime_error_row(doc, "llama_cpp") == ("12", "15.5")     # the table's row, not the prose or a later table
     assert runtime_error_row(doc, "llama") is None and runtime_error_row(doc, "vllm") is None
     assert runtime_error_row(tmp_path / "none.md", "llama_cpp") is None
+    # a newer section's table first; an older one of a smaller training set is skipped for its count
+    doc.write_text("by runtime:\nllama_cpp                     24    15.4%     75%\n\nby runtime:\n"
+                   "llama_cpp                     12    15.5%     92%\n")
+    assert runtime_error_row(doc, "llama_cpp", 12) == ("12", "15.5")
+    assert runtime_error_row(doc, "llama_cpp", 24) == ("24", "15.4")
+    assert runtime_error_row(doc, "llama_cpp", 99) is None
+
+
+def test_how_sure_quotes_the_table_of_the_current_training_set():
+    from sim.plan.confidence import how_sure, support
+
+    for runtime in ("ktransformers", "llama_cpp"):
+        n = support()[runtime][0]
+        assert f"{n} published points" in how_sure(runtime) and "median error" in how_sure(runtime)

@@ -80,6 +80,8 @@ class Engine:
         self.events: list | None = [] if timeline else None
         self.warm = warm
         self.beside = 0.0   # this step's GPU seconds beside the CPU experts per layer (CostModel.gpu_beside_s)
+        self.defer = 0      # this step's deferred CPU experts per layer (Policy.deferred_experts; one-token forwards)
+        self.carry_end = 0.0   # when the CPU finishes the previous layer's deferred experts
         self.may_prefetch = policy.prefetches()
         self.link = Link(self.env, self.core, self.transfer_s, self._landed if timeline else None,
                          coalesce=coalesce, prefetches=self.may_prefetch)
@@ -143,6 +145,7 @@ class Engine:
                                        "CPU" if self.policy.output_on_cpu else "GPU")
             attention = cost.layer_fixed_s(n, context)
             self.beside = cost.gpu_beside_s(n)   # shared experts on the GPU beside the CPU experts (0: none)
+            self.defer = self.policy.deferred_experts if n == 1 else 0
             cpu_attention = cost.cpu_layer_fixed_s(n, context) if self.policy.cpu_layers else 0.0
             for layer in range(n_layers):
                 on_cpu = layer in cpu_layers
@@ -183,8 +186,9 @@ class Engine:
         link.wake()  # place() may have queued prefetches (next-layer predictions)
         t1 = env.now
         gpu_s = plan.gpu_s + (0.0 if attn_on_cpu else self.beside)
-        delay, gpu_end, gpu_busy = layer_end_delay(gpu_s, plan.cpu_s, t1, lands, wait_gpu, self.sync_s)
-        cpu_s = plan.cpu_s
+        carried, deferred = self._deferral(t1, layer, plan)
+        cpu_s = carried + plan.cpu_s - deferred
+        delay, gpu_end, gpu_busy = layer_end_delay(gpu_s, cpu_s, t1, lands, wait_gpu, self.sync_s)
         k = self.cost.dram_share(len(plan.cpu) * self.expert_bytes, cpu_s) if cpu_s > 0 else 1.0
         if k < 1.0 and link.prefetch_enabled and self.may_prefetch:
             # host DRAM shared with the link's DMA: the CPU slows while copies run, and prefetches
@@ -200,8 +204,9 @@ class Engine:
         for job in jobs:  # a copy nobody computes may land at the layer's very end: let it land first
             if not job.done:
                 yield link.until_landed(job)
+        self.carry_end = t1 + cpu_s + deferred   # the CPU goes on to this layer's deferred experts
         c.gpu_busy_s += (0.0 if attn_on_cpu else attention) + gpu_busy
-        c.cpu_busy_s += cpu_s + (attention if attn_on_cpu else 0.0)
+        c.cpu_busy_s += cpu_s - carried + deferred + (attention if attn_on_cpu else 0.0)
         if marks:
             self._mark("GPU", f"L{layer} experts", t1, gpu_end)
         if cpu_s > 0:
@@ -213,6 +218,17 @@ class Engine:
         c.layer_s.append(env.now - t0)
         if not link.prefetch_enabled:
             yield from self._drain()
+
+    def _deferral(self, t1: float, layer: int, plan) -> tuple[float, float]:
+        """Expert Deferral (:attr:`Policy.deferred_experts`): the CPU seconds of the previous layer's
+        deferred experts still left at placement ``t1`` (they ran during this layer's attention), and
+        the seconds of this layer's CPU experts deferred to the next one (up to ``defer`` of them, by
+        their share of the CPU work; none in the last layer, whose output the head needs)."""
+        carried = max(0.0, self.carry_end - t1) if self.defer else 0.0
+        n_cpu = len(plan.cpu)
+        if not self.defer or not n_cpu or layer == self.cache.n_layers - 1:
+            return carried, 0.0
+        return carried, plan.cpu_s * min(self.defer, n_cpu) / n_cpu
 
     def _cpu_with_dma(self, t1: float, work_s: float, k: float):
         """Run ``work_s`` of CPU expert work from ``t1`` at speed ``k`` while the link is busy and 1

@@ -121,6 +121,8 @@ class Policy(abc.ABC):
     through the protocol core before every step; the run is set up for :meth:`run_gamma`);
     ``draft_extra_decodes``: draft forwards per drafting step beyond its drafts (llama.cpp's
     ``examples/speculative`` loop decodes the target's corrected token first: 1).
+    ``deferred_experts``: in a one-token forward, up to this many of a layer's CPU experts are
+    computed while the next layer's attention runs (kTransformers' Expert Deferral); 0: none.
     """
 
     name = "base"
@@ -129,6 +131,7 @@ class Policy(abc.ABC):
     needs_future = False
     needs_profile = False
     next_layer_accuracy = NEXT_LAYER_ACCURACY
+    deferred_experts = 0
     draft_accuracy = DRAFT_ACCURACY
     cpu_efficiency_scale = 1.0
     cpu_layers: frozenset = frozenset()

@@ -171,15 +171,23 @@ class KTransformers(Policy):
             CUDA graphs on dual-socket Xeons, not available on a one-socket desktop.
         gpu_experts_per_layer: the K most popular experts of every layer on the GPU (its
             per-layer GPU expert count); None: the global top ``n_slots`` (``--kt-num-gpu-experts``).
+        deferred_experts: Expert Deferral (SOSP'25; ``--kt-max-deferred-experts-per-token``; the
+            "N+M" optimize rules of its artifact: N immediate, M deferred): in one-token decode, up
+            to M of a layer's CPU experts are computed while the next layer's attention runs, their
+            output joined at the next layer's end (the last MoE layer defers none). 0: off.
     """
 
     speculative = False
     needs_profile = True
 
-    def __init__(self, cpu_speedup: float = 1.25, gpu_experts_per_layer: int | None = None):
+    def __init__(self, cpu_speedup: float = 1.25, gpu_experts_per_layer: int | None = None,
+                 deferred_experts: int = 0):
         self.cpu_speedup = cpu_speedup
         self.cpu_efficiency_scale = cpu_speedup
         self.gpu_experts_per_layer = gpu_experts_per_layer
+        if int(deferred_experts) != deferred_experts or deferred_experts < 0:
+            raise ValueError(f"policy.deferred_experts must be an integer >= 0, got {deferred_experts!r}")
+        self.deferred_experts = int(deferred_experts)
 
     def slot_request(self, n_layers: int, n_experts: int) -> int | None:
         k = self.gpu_experts_per_layer

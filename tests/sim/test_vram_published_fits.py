@@ -54,7 +54,7 @@ def _published_points():
     from sim.fidelity.points import load_points
     from sim.paths import CONF_DIR
 
-    files = [CONF_DIR / "validation" / f for f in ("train.yaml", "holdout.yaml")]   # collected.yaml: their raw source
+    files = [CONF_DIR / "validation" / f for f in ("train.yaml", "holdout.yaml", "deferral.yaml")]   # collected.yaml: their raw source
     return {p.id: p for f in files for p in load_points(f).points}
 
 

@@ -121,7 +121,10 @@ def prepare(opts) -> Prepared:
     check_all(asdict(opts), RANGED)
     load_hardware(opts.hardware)
     check_policy_params(opts.policy, dict(opts.policy_args))
-    make_policy(opts.policy, **dict(opts.policy_args))   # a bad name or argument fails before loading
+    policy = make_policy(opts.policy, **dict(opts.policy_args))   # a bad name or argument fails before loading
+    if policy.deferred_experts:
+        raise ValueError(f"policy.deferred_experts={policy.deferred_experts}: the real executor computes every expert "
+                         "in its own layer (Expert Deferral changes the outputs, so it is simulated only); use 0")
     check_out(opts)
     models = load_models(opts)
     prompts = prompt_list(opts, models)

@@ -36,3 +36,11 @@ def test_traces_are_grouped_by_their_own_policy():                              
     assert {p: len(t) for p, t in _by_policy([a, b, a]).items()} == {"moespac": 2, "llamacpp_sd": 1}
     with pytest.raises(ValueError, match="field 'meta.policy': not a trace of `python -m real run`"):
         _by_policy([small_trace(2)])
+
+
+def test_expert_deferral_is_refused_before_models_load(tmp_path):
+    # deferral changes the outputs; the real executor computes every expert in its own layer
+    opts = RunOptions(target="tiny:qwen3_moe", policy="ktransformers", policy_args={"deferred_experts": 2},
+                      out=str(tmp_path))
+    with pytest.raises(ValueError, match="policy.deferred_experts=2: the real executor computes every expert"):
+        prepare(opts)

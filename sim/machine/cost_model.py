@@ -193,15 +193,24 @@ class CostModel:
         overlapped, :func:`sim.machine.attention.attention_kernel_s`), then the launches. The shared
         experts are left out where they run beside the CPU experts (:meth:`gpu_beside_s`)."""
         hw, m = self.hw, self.model
-        bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
         shared = 0 if self.shared_beside(n_tokens) else m.shared_params
         weight_bytes = (m.attn_params_per_layer + m.hidden * m.n_experts + shared) * m.bytes_per_param
-        flops = 2.0 * n_tokens * (m.attn_params_per_layer + shared)
-        compute = flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
         kernels = (hw.kernels_per_layer + (hw.kernels_per_shared_expert if shared else 0)
                    + 4 * self.quant_ops(m.dense_quant))            # q, k, v, o projections
-        attn = attention_kernel_s(*layer_attention_work(m, n_tokens, context), bw, hw.gpu_tflops * 1e12 * hw.gpu_attn_eff)
-        return max(weight_bytes / bw, compute) + attn + kernels * self.kernel_us * US
+        attn = attention_kernel_s(*layer_attention_work(m, n_tokens, context), self._gpu_bw(),
+                                  hw.gpu_tflops * 1e12 * hw.gpu_attn_eff)
+        weights = self._gpu_weights_s(weight_bytes, 2.0 * n_tokens * (m.attn_params_per_layer + shared))
+        return weights + attn + kernels * self.kernel_us * US
+
+    def _gpu_bw(self) -> float:
+        """Bytes per second a GPU weight kernel reads (peak x ``gpu_mem_eff``)."""
+        return self.hw.gpu_mem_bw_gbs * GB * self.hw.gpu_mem_eff
+
+    def _gpu_weights_s(self, weight_bytes: float, flops: float) -> float:
+        """A GPU weight kernel's roofline: its weights read at :meth:`_gpu_bw` or its FLOPs at
+        ``gpu_flops_eff`` of peak, whichever takes longer."""
+        hw = self.hw
+        return max(weight_bytes / self._gpu_bw(), flops / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff))
 
     def shared_beside(self, n_tokens: int) -> bool:
         """Whether a forward of ``n_tokens`` computes the shared experts on the GPU while the CPU
@@ -218,9 +227,8 @@ class CostModel:
         if not self.shared_beside(n_tokens):
             return 0.0
         hw, m = self.hw, self.model
-        bw = hw.gpu_mem_bw_gbs * GB * hw.gpu_mem_eff
-        compute = 2.0 * n_tokens * m.shared_params / (hw.gpu_tflops * 1e12 * hw.gpu_flops_eff)
-        return max(m.shared_params * m.bytes_per_param / bw, compute) + hw.kernels_per_shared_expert * self.kernel_us * US
+        weights = self._gpu_weights_s(m.shared_params * m.bytes_per_param, 2.0 * n_tokens * m.shared_params)
+        return weights + hw.kernels_per_shared_expert * self.kernel_us * US
 
     def cpu_layer_fixed_s(self, n_tokens: int, context: int) -> float:
         """Attention, router and shared experts of one MoE layer computed on the CPU (a layer

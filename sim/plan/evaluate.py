@@ -140,7 +140,7 @@ class StaticTable:
         self.parts = self._fixed_parts(setting.prompt_tokens)
         self.fixed_s = self.parts["draft"] + self.parts["head_gpu"] + m.n_layers * self.parts["attn_gpu"]
         self.tokens = int(self.sched.produced.sum())
-        self._whole = None
+        self._whole = self._cpu_whole = None
 
     def _fixed_parts(self, context: int) -> dict:
         """Seconds of the whole run that no expert placement changes, by part: the draft, the
@@ -179,13 +179,19 @@ class StaticTable:
         n_layer - n_gpu_layers``; the output layer is offloaded only past the last block). ``n > L``
         is the GPU-only forward: price it on a table built with ``all_gpu=True``."""
         L = self.gpu.shape[1]
-        on_gpu = self.whole_layer_s()[0]
-        on_cpu = self.layer_s(np.zeros(self.gpu.shape[1:], bool), beside=False)   # the whole layer on the CPU
+        on_gpu, on_cpu = self.whole_layer_s()[0], self.cpu_layer_s()
         c = L - min(int(n_gpu_layers), L)
         p = self.parts
         head = p["head_cpu"] if n_gpu_layers <= L else p["head_gpu"]
         return (p["draft"] + head + (L - c) * p["attn_gpu"] + c * p["attn_cpu"]
                 + float(on_cpu[:c].sum()) + float(on_gpu[c:].sum()))
+
+    def cpu_layer_s(self) -> np.ndarray:
+        """Per layer: the experts' seconds of a layer whole on the CPU (``-ngl``: its shared experts
+        run there with its attention, none beside on the GPU); computed once per table."""
+        if self._cpu_whole is None:
+            self._cpu_whole = self.layer_s(np.zeros(self.gpu.shape[1:], bool), beside=False)
+        return self._cpu_whole
 
     def whole_layer_s(self) -> tuple[np.ndarray, np.ndarray]:
         """Per layer: seconds with all its experts on the GPU, and with all on the CPU (computed
